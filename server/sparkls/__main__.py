@@ -1,0 +1,5 @@
+import sys
+
+from sparkls.cli import main
+
+sys.exit(main())

@@ -1,0 +1,64 @@
+"""Command line: `sparkls serve | demo | doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sparkls.lsp.server import create_server
+
+    server = create_server()
+    if args.tcp:
+        server.start_tcp(*args.tcp)
+    elif args.ws:
+        server.start_ws(*args.ws)
+    else:
+        server.start_io()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sparkls", description="AI code completion language server")
+    parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (default)")
+    mode.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for one client over TCP")
+    mode.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen over WebSocket")
+    demo = sub.add_parser("demo", help="start the server, open a sample file and show real suggestions")
+    demo.add_argument("--engine", default="llamacpp", help="engine setting for the demo server")
+    demo.add_argument("--file", help="a source file to use instead of the bundled sample (cursors at ⟨N⟩ marks)")
+    demo.add_argument("--threads", type=int, default=0, help="CPU threads (0: max(1, cores-1))")
+    sub.add_parser("doctor", help="report engine, model, grammars, threads and what is missing")
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
+    if args.command in (None, "serve"):
+        if args.command is None:
+            args.tcp = args.ws = None
+        return _serve(args)
+    if args.command == "demo":
+        from sparkls.demo import run_demo
+
+        return run_demo(args.engine, args.file, args.threads)
+    if args.command == "doctor":
+        from sparkls.doctor import run_doctor
+
+        return run_doctor()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

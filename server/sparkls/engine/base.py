@@ -1,0 +1,98 @@
+"""The one small engine interface: stream a generation, abort it, report health.
+
+Every backend (llama.cpp in-process, the deterministic fake; vLLM and remote servers later)
+implements `Engine`. The stream yields `Delta`s and ends with exactly one `Finished` carrying the
+request's statistics. Closing the stream early (the consumer stops, or its task is cancelled)
+aborts the generation in the backend before the exception propagates.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+_ids = itertools.count(1)
+
+
+def new_request_id(prefix: str = "req") -> str:
+    return f"{prefix}-{next(_ids)}"
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt: str
+    max_tokens: int = 64
+    stop: tuple[str, ...] = ()
+    temperature: float = 0.0
+    priority: int = 0  # lower is more urgent (vLLM's convention)
+    id: str = field(default_factory=new_request_id)
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True)
+class GenerationStats:
+    prompt_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens whose KV came from the cache
+    queue_ms: float = 0.0  # waiting for the engine to be free
+    prefill_ms: float = 0.0
+    ttft_ms: float = 0.0  # from the engine starting this request to the first token
+    decode_tokens: int = 0
+    decode_ms: float = 0.0
+    finish_reason: str = "stop"  # stop | length | abort | error
+
+    @property
+    def decode_tps(self) -> float:
+        return self.decode_tokens / (self.decode_ms / 1000) if self.decode_ms > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class Finished:
+    stats: GenerationStats
+
+
+@dataclass(frozen=True)
+class Health:
+    ok: bool
+    engine: str
+    model: str = ""
+    detail: str = ""
+
+
+Event = Delta | Finished
+
+
+class EngineError(RuntimeError):
+    """The engine could not serve a request (model missing, backend crashed, ...)."""
+
+
+@runtime_checkable
+class Engine(Protocol):
+    name: str
+    completed: collections.deque[tuple[str, GenerationStats]]  # (request id, stats) of recent requests
+
+    def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        """Generate for `request`; the last event is a `Finished`."""
+        ...
+
+    async def abort(self, request_id: str) -> None:
+        """Stop a running or queued request; unknown ids are ignored."""
+        ...
+
+    async def ready(self) -> None:
+        """Wait until the engine can serve (model loaded or failed to load)."""
+        ...
+
+    async def health(self) -> Health: ...
+
+    def model_metadata(self) -> dict[str, str]:
+        """Model metadata (GGUF keys) used to pick the prompt template; may be empty."""
+        ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,88 @@
+"""A deterministic fake engine for fast protocol tests (named as such: it runs no model).
+
+It answers every prompt with a scripted completion, a few characters per "token", optionally
+sleeping between tokens so that cancellation and supersession can be observed. It records which
+requests were aborted, so tests can prove that cancelling an LSP request stopped the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import time
+from collections.abc import AsyncIterator, Callable
+
+from sparkls.engine.base import Delta, Event, Finished, GenerationRequest, GenerationStats, Health
+
+
+def _default_script(prompt: str) -> str:
+    return "return 42\n"
+
+
+class FakeEngine:
+    name = "fake"
+
+    def __init__(self, script: Callable[[str], str] | str | None = None, token_delay_s: float = 0.0,
+                 chars_per_token: int = 3) -> None:
+        if isinstance(script, str):
+            text = script
+            self._script: Callable[[str], str] = lambda _p: text
+        else:
+            self._script = script or _default_script
+        self.token_delay_s = token_delay_s
+        self.chars_per_token = max(1, chars_per_token)
+        self.started: list[str] = []
+        self.aborted: list[str] = []
+        self.finished: list[str] = []
+        self._aborts: set[str] = set()
+        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self._lock = asyncio.Lock()
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        t0 = time.perf_counter()
+        async with self._lock:  # one sequence at a time, like the embedded engine
+            queue_ms = (time.perf_counter() - t0) * 1000
+            self.started.append(request.id)
+            text = self._script(request.prompt)
+            n = 0
+            t1 = time.perf_counter()
+            ttft = 0.0
+            try:
+                for i in range(0, len(text), self.chars_per_token):
+                    if request.id in self._aborts:
+                        break
+                    if n >= request.max_tokens:
+                        break
+                    if self.token_delay_s:
+                        await asyncio.sleep(self.token_delay_s)
+                    n += 1
+                    if n == 1:
+                        ttft = (time.perf_counter() - t1) * 1000
+                    yield Delta(text[i : i + self.chars_per_token])
+            except (asyncio.CancelledError, GeneratorExit):
+                await self.abort(request.id)
+                raise
+            reason = "abort" if request.id in self._aborts else ("length" if n >= request.max_tokens else "stop")
+            self.finished.append(request.id)
+            stats = GenerationStats(
+                prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
+                decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason)
+            self.completed.append((request.id, stats))
+            yield Finished(stats)
+
+    async def abort(self, request_id: str) -> None:
+        if request_id not in self._aborts:
+            self._aborts.add(request_id)
+            self.aborted.append(request_id)
+
+    async def ready(self) -> None:
+        return None
+
+    async def health(self) -> Health:
+        return Health(True, self.name, "fake (scripted)")
+
+    def model_metadata(self) -> dict[str, str]:
+        return {"general.architecture": "qwen2", "general.name": "fake"}
+
+    async def close(self) -> None:
+        return None

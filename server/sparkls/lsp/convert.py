@@ -1,0 +1,96 @@
+"""Between LSP types and the pipeline's offsets and strings (the only place that knows both)."""
+
+from __future__ import annotations
+
+import weakref
+
+from lsprotocol import types
+
+from sparkls.document import Document
+from sparkls.lsp.positions import Encoding, LineIndex
+from sparkls.pipeline import Suggestion
+
+WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+
+
+def encoding_of(kind: str | types.PositionEncodingKind | None) -> Encoding:
+    value = kind.value if isinstance(kind, types.PositionEncodingKind) else (kind or "utf-16")
+    return value if value in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
+
+
+_indexes: weakref.WeakKeyDictionary[Document, LineIndex] = weakref.WeakKeyDictionary()
+
+
+def index_of(doc: Document) -> LineIndex:
+    """Line starts of a snapshot, computed once per snapshot."""
+    idx = _indexes.get(doc)
+    if idx is None:
+        idx = _indexes[doc] = LineIndex.of(doc.text)
+    return idx
+
+
+def apply_change(doc: Document, change: types.TextDocumentContentChangeEvent, version: int,
+                 encoding: Encoding) -> Document:
+    """Apply one `didChange` content change (incremental or whole text)."""
+    if isinstance(change, types.TextDocumentContentChangePartial):
+        idx = index_of(doc)
+        start = idx.offset(change.range.start.line, change.range.start.character, encoding)
+        end = idx.offset(change.range.end.line, change.range.end.character, encoding)
+        return doc.edit(start, max(start, end), change.text, version)
+    return doc.replace_all(change.text, version)
+
+
+class InvalidPosition(ValueError):
+    pass
+
+
+def cursor_offset(doc: Document, position: types.Position, encoding: Encoding) -> int:
+    idx = index_of(doc)
+    if not idx.is_valid(position.line, position.character, encoding):
+        raise InvalidPosition(
+            f"position {position.line}:{position.character} ({encoding}) is outside {doc.uri} "
+            f"(version {doc.version}, {len(idx.starts)} lines)")
+    return idx.offset(position.line, position.character, encoding)
+
+
+def _position(idx: LineIndex, offset: int, encoding: Encoding) -> types.Position:
+    line, character = idx.position(offset, encoding)
+    return types.Position(line=line, character=character)
+
+
+def inline_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.InlineCompletionList:
+    if not s.text:
+        return types.InlineCompletionList(items=[])
+    idx = index_of(doc)
+    pos = _position(idx, s.cursor, encoding)
+    return types.InlineCompletionList(items=[
+        types.InlineCompletionItem(insert_text=s.text, range=types.Range(start=pos, end=pos)),
+    ])
+
+
+def completion_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.CompletionList:
+    """One completion item whose `textEdit` replaces the word before the cursor (so clients filter it)."""
+    if not s.text:
+        return types.CompletionList(is_incomplete=True, items=[])
+    idx = index_of(doc)
+    start = s.cursor
+    while start > 0 and doc.text[start - 1] in WORD_CHARS:
+        start -= 1
+    word = doc.text[start : s.cursor]
+    new_text = word + s.text
+    first_line = new_text.split("\n", 1)[0].strip() or new_text.strip()
+    label = first_line if len(first_line) <= 60 else first_line[:57] + "..."
+    return types.CompletionList(is_incomplete=True, items=[
+        types.CompletionItem(
+            label=label,
+            kind=types.CompletionItemKind.Snippet if "\n" in s.text else types.CompletionItemKind.Text,
+            detail="sparkls",
+            documentation=types.MarkupContent(kind=types.MarkupKind.PlainText, value=new_text),
+            filter_text=word or None,
+            sort_text="0",
+            insert_text_format=types.InsertTextFormat.PlainText,
+            text_edit=types.TextEdit(
+                range=types.Range(start=_position(idx, start, encoding), end=_position(idx, s.cursor, encoding)),
+                new_text=new_text),
+        )
+    ])

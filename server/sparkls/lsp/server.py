@@ -1,0 +1,184 @@
+"""The language server: pygls setup and thin handlers.
+
+Each handler reads its params, takes a snapshot from the session, calls one pipeline function and
+converts the result. Every request gets exactly one response: a result, an empty result with a
+logged reason (engine failure, binary file), an `InvalidParams` error (unknown document,
+impossible position), or `RequestCancelled` (cancelled by the client or superseded by a newer
+request for the same document, in which case the engine request is aborted).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+from pygls.exceptions import JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.language_server import lsp_method
+
+from sparkls import __version__, pipeline
+from sparkls.document import Document
+from sparkls.engine.base import EngineError
+from sparkls.lsp import convert
+from sparkls.session import Session, UnknownDocument
+from sparkls.settings import resolve
+
+log = logging.getLogger("sparkls")
+
+
+class SparkProtocol(LanguageServerProtocol):
+    """pygls' protocol without its own copy of every document: the session keeps the snapshots."""
+
+    def _forward(self, method: str, params: Any):  # type: ignore[no-untyped-def]
+        if (handler := self.fm.features.get(method)) is not None:
+            yield handler, (params,), None
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
+    def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):  # type: ignore[no-untyped-def]
+        yield from self._forward(types.TEXT_DOCUMENT_DID_OPEN, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CHANGE)
+    def lsp_text_document__did_change(self, params: types.DidChangeTextDocumentParams):  # type: ignore[no-untyped-def]
+        yield from self._forward(types.TEXT_DOCUMENT_DID_CHANGE, params)
+
+    @lsp_method(types.TEXT_DOCUMENT_DID_CLOSE)
+    def lsp_text_document__did_close(self, params: types.DidCloseTextDocumentParams):  # type: ignore[no-untyped-def]
+        yield from self._forward(types.TEXT_DOCUMENT_DID_CLOSE, params)
+
+
+class SparkServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__("sparkls", __version__, protocol_cls=SparkProtocol,
+                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        self.session = Session()
+
+    def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
+        try:
+            self.window_log_message(types.LogMessageParams(type=kind, message=message))
+        except Exception:  # the transport may be gone during shutdown
+            log.debug("could not send logMessage", exc_info=True)
+
+
+def create_server() -> SparkServer:
+    server = SparkServer()
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
+        settings, problems = resolve(params.initialization_options)
+        ls.session.settings = settings
+        ls.session.encoding = convert.encoding_of(
+            ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
+        logging.getLogger("sparkls").setLevel(settings.log_level.upper())
+        for problem in problems:
+            log.warning("settings: %s", problem)
+            ls.window_show_message(types.ShowMessageParams(
+                type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
+        ls.session.start_engine()  # loads in the background; never blocks initialize
+        log.info("initialized: engine=%s encoding=%s", settings.engine, ls.session.encoding)
+
+    @server.feature(types.SHUTDOWN)
+    async def shutdown(ls: SparkServer, params: None) -> None:
+        await ls.session.shutdown()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: SparkServer, params: types.DidChangeConfigurationParams) -> None:
+        settings, problems = resolve(params.settings, ls.session.settings)
+        for problem in problems:
+            log.warning("settings: %s", problem)
+        if (settings.engine, settings.model, settings.model_path) != (
+                ls.session.settings.engine, ls.session.settings.model, ls.session.settings.model_path):
+            log.warning("engine or model changed: restart the server to use it")
+            settings = ls.session.settings
+        ls.session.settings = settings
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: SparkServer, params: types.DidOpenTextDocumentParams) -> None:
+        td = params.text_document
+        doc = ls.session.open(td.uri, td.language_id, td.version, td.text)
+        log.debug("open %s (%s, %d chars, tree=%s)", td.uri, doc.language, len(doc.text), doc.tree is not None)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: SparkServer, params: types.DidChangeTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        try:
+            doc = ls.session.snapshot(uri)
+        except UnknownDocument:
+            log.warning("didChange for a document that is not open: %s", uri)
+            return
+        for change in params.content_changes:
+            doc = convert.apply_change(doc, change, params.text_document.version, ls.session.encoding)
+        ls.session.update(doc)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: SparkServer, params: types.DidCloseTextDocumentParams) -> None:
+        ls.session.close(params.text_document.uri)
+
+    async def suggestion_at(ls: SparkServer, uri: str, position: types.Position
+                            ) -> tuple[Document, pipeline.Suggestion] | None:
+        """Shared by both completion handlers: snapshot, supersede, run the pipeline, log."""
+        session = ls.session
+        try:
+            doc = session.snapshot(uri)
+        except UnknownDocument:
+            raise JsonRpcInvalidParams(f"document is not open: {uri}") from None
+        try:
+            cursor = convert.cursor_offset(doc, position, session.encoding)  # type: ignore[arg-type]
+        except convert.InvalidPosition as e:
+            raise JsonRpcInvalidParams(str(e)) from None
+        if doc.is_binary:
+            log.info("no suggestion: %s looks binary", uri)
+            return None
+        session.claim(uri)
+        try:
+            template = await session.template()
+            s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
+                                       session.cached(uri))
+        except asyncio.CancelledError:
+            log.info("request for %s cancelled or superseded", uri)
+            raise
+        except EngineError as e:
+            log.error("engine failed: %s", e)
+            ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
+            return None
+        finally:
+            session.release(uri)
+        log.info(pipeline.log_line(s))
+        session.record(s)
+        if s.source == "model":
+            session.remember(uri, doc.text, cursor, s.text)
+        current = session.documents.get(uri)
+        if current is None or current.version != doc.version:
+            log.info("%s: dropped as stale (computed for v%d)", s.request_id, doc.version)
+            return None
+        return doc, s
+
+    @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
+    async def inline_completion(ls: SparkServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+        found = await suggestion_at(ls, params.text_document.uri, params.position)
+        if found is None:
+            return types.InlineCompletionList(items=[])
+        return convert.inline_items(*found, ls.session.encoding)
+
+    @server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False))
+    async def completion(ls: SparkServer, params: types.CompletionParams) -> types.CompletionList:
+        found = await suggestion_at(ls, params.text_document.uri, params.position)
+        if found is None:
+            return types.CompletionList(is_incomplete=True, items=[])
+        return convert.completion_items(*found, ls.session.encoding)
+
+    @server.feature("sparkls/metrics")
+    def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
+        """Recent suggestions with per-stage timings, and the engine's recent requests."""
+        return ls.session.metrics()
+
+    @server.feature("sparkls/health")
+    async def health(ls: SparkServer, params: Any) -> dict[str, object]:
+        engine = ls.session.start_engine()
+        h = await engine.health()
+        return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail}
+
+    return server

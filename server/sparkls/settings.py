@@ -1,0 +1,116 @@
+"""Settings: tolerant wire options (camelCase JSON) resolved into frozen, validated settings.
+
+`initializationOptions` (or `workspace/didChangeConfiguration`'s `sparkls` section) arrive as
+JSON; unknown keys are ignored, and each invalid value is reported once and replaced by its
+documented default, so a bad config never stops the server. `settings_table()` renders the
+README's settings table from the same model (a test fails when the README is stale).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from sparkls.engine.model_files import BUNDLED, DEFAULT_MODEL
+from sparkls.prompt import FAMILIES
+
+ENGINES = ("llamacpp", "fake")
+
+
+def _opt(wire: str, doc: str, choices: tuple[str, ...] | None = None, lo: int | None = None,
+         hi: int | None = None) -> dict[str, Any]:
+    return {"wire": wire, "doc": doc, "choices": choices, "lo": lo, "hi": hi}
+
+
+@dataclass(frozen=True)
+class Settings:
+    engine: str = field(default="llamacpp", metadata=_opt(
+        "engine", "Inference engine: `llamacpp` (embedded CPU default) or `fake` (scripted, for tests).",
+        ENGINES))
+    model: str = field(default=DEFAULT_MODEL, metadata=_opt(
+        "model", "Bundled model to use when `modelPath` is empty.", tuple(BUNDLED)))
+    model_path: str = field(default="", metadata=_opt(
+        "modelPath", "Path to any GGUF model file; overrides `model`."))
+    fim_template: str = field(default="auto", metadata=_opt(
+        "fimTemplate", "FIM prompt format; `auto` picks it from the model's metadata.", ("auto", *FAMILIES)))
+    threads: int = field(default=0, metadata=_opt(
+        "threads", "CPU threads for the embedded engine; 0 means max(1, cores - 1).", lo=0, hi=256))
+    context_size: int = field(default=4096, metadata=_opt(
+        "contextSize", "Model context window (tokens) for the embedded engine.", lo=512, hi=32768))
+    prefix_tokens: int = field(default=1024, metadata=_opt(
+        "prefixTokens", "Budget for code before the cursor (anchored at a stable boundary).", lo=16, hi=16384))
+    suffix_tokens: int = field(default=24, metadata=_opt(
+        "suffixTokens", "Budget for code after the cursor; every keystroke re-computes these tokens.",
+        lo=0, hi=4096))
+    preamble_tokens: int = field(default=256, metadata=_opt(
+        "preambleTokens", "Budget for imports and signatures of other definitions in the file.", lo=0, hi=8192))
+    max_tokens_single: int = field(default=48, metadata=_opt(
+        "maxTokensSingleLine", "Most tokens generated for a single-line suggestion.", lo=1, hi=1024))
+    max_tokens_multi: int = field(default=160, metadata=_opt(
+        "maxTokensMultiLine", "Most tokens generated for a multi-line suggestion.", lo=1, hi=4096))
+    max_lines: int = field(default=24, metadata=_opt(
+        "maxLines", "Most lines in a multi-line suggestion.", lo=1, hi=500))
+    parse_limit_bytes: int = field(default=1_000_000, metadata=_opt(
+        "parseLimitBytes", "Files larger than this are not parsed (plain-text context).", lo=0, hi=100_000_000))
+    typeahead: bool = field(default=True, metadata=_opt(
+        "typeahead", "Answer from the last suggestion, without the model, while typed text matches it."))
+    fake_response: str = field(default="return 42\n", metadata=_opt(
+        "fakeResponse", "What the `fake` engine answers (tests only)."))
+    fake_token_delay_ms: int = field(default=0, metadata=_opt(
+        "fakeTokenDelayMs", "Delay between the `fake` engine's tokens (tests only).", lo=0, hi=60_000))
+    log_level: str = field(default="info", metadata=_opt(
+        "logLevel", "Server log level (logs go to stderr).", ("debug", "info", "warning", "error")))
+
+
+def _coerce(name: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        raise ValueError("expected true or false")
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+            raise ValueError("expected an integer")
+        value = int(value)
+        if (meta["lo"] is not None and value < meta["lo"]) or (meta["hi"] is not None and value > meta["hi"]):
+            raise ValueError(f"expected {meta['lo']}..{meta['hi']}")
+        return value
+    if not isinstance(value, str):
+        raise ValueError("expected a string")
+    if meta["choices"] and value not in meta["choices"]:
+        raise ValueError(f"expected one of {', '.join(meta['choices'])}")
+    return value
+
+
+def resolve(options: Mapping[str, Any] | None, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Settings from wire options; returns the problems found (each fell back to its default)."""
+    base = base or Settings()
+    if options is None:
+        return base, []
+    if not isinstance(options, Mapping):
+        return base, [f"settings must be an object, got {type(options).__name__}"]
+    if isinstance(options.get("sparkls"), Mapping):
+        options = options["sparkls"]
+    changes: dict[str, Any] = {}
+    problems: list[str] = []
+    for f in fields(Settings):
+        wire = f.metadata["wire"]
+        if wire not in options or options[wire] is None:
+            continue
+        try:
+            changes[f.name] = _coerce(f.name, options[wire], f.default, f.metadata)
+        except ValueError as e:
+            problems.append(f"`{wire}`: {options[wire]!r} is invalid ({e}); using {f.default!r}")
+    return replace(base, **changes), problems
+
+
+def settings_table() -> str:
+    """The README's settings table, generated from `Settings`."""
+    rows = ["| setting | default | meaning |", "|---|---|---|"]
+    for f in fields(Settings):
+        default = f.default if f.default != "" else '""'
+        default_text = str(default).lower() if isinstance(default, bool) else repr(default).replace("\n", "\\n")
+        choices = f.metadata["choices"]
+        extra = f" One of: {', '.join(f'`{c}`' for c in choices)}." if choices and f.name not in ("engine",) else ""
+        rows.append(f"| `{f.metadata['wire']}` | `{default_text}` | {f.metadata['doc']}{extra} |")
+    return "\n".join(rows)
