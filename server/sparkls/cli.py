@@ -44,7 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pygls").setLevel(max(logging.WARNING, logging.getLogger().level))
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("pygls").setLevel(logging.WARNING)  # its INFO logs every message
     if args.command in (None, "serve"):
         if args.command is None:
             args.tcp = args.ws = None

@@ -1,8 +1,8 @@
 """Build the completion context at a cursor from a document snapshot (pure, synchronous).
 
 What the prompt needs, cut to budgets, laid out for the KV cache:
-- `preamble`: imports and signatures of definitions that lie outside the prefix window,
-  the ones the enclosing scope calls first; it depends on the rest of the file, not on the cursor.
+- `preamble`: imports and signatures of definitions before the prefix window, the ones the
+  enclosing scope calls first; it depends on the file above the window, not on the cursor.
 - `prefix`: from a stable anchor (file start, or a top-level definition start chosen on a coarse
   grid) up to the cursor, so that typing only ever appends to it.
 - `suffix`: a short window after the cursor, because every keystroke re-computes its tokens.
@@ -187,23 +187,22 @@ def _outline(doc: Document, node: Node, depth: int = 0) -> list[tuple[int, str, 
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def build_preamble(doc: Document, window: tuple[int, int], scope_text: str, budget_chars: int) -> str:
-    """Imports and definition signatures outside `window`, called ones first, in file order."""
-    if doc.tree is None or budget_chars <= 0:
+def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: int) -> str:
+    """Imports and signatures of definitions before `anchor`, called ones first, in file order."""
+    if doc.tree is None or budget_chars <= 0 or anchor <= 0:
         return ""
-    lo, hi = window
+    lo = anchor
     parts: list[tuple[int, str]] = []
     used = 0
-    if lo > 0:
-        for child in doc.tree.root_node.children:
-            if child.type in IMPORTS:
-                text = doc.source[child.start_byte : child.end_byte].decode("utf-8", "replace")
-                if used + len(text) + 1 > budget_chars // 2:
-                    break
-                parts.append((doc.char_offset(child.start_byte), text))
-                used += len(text) + 1
+    for child in doc.tree.root_node.children:
+        if child.type in IMPORTS and doc.char_offset(child.start_byte) < lo:
+            text = doc.source[child.start_byte : child.end_byte].decode("utf-8", "replace")
+            if used + len(text) + 1 > budget_chars // 2:
+                break
+            parts.append((doc.char_offset(child.start_byte), text))
+            used += len(text) + 1
     called = set(_CALL.findall(scope_text))
-    outline = [d for d in _outline(doc, doc.tree.root_node) if not lo <= d[0] < hi]
+    outline = [d for d in _outline(doc, doc.tree.root_node) if d[0] < lo]
     ranked = sorted(outline, key=lambda d: (d[1] not in called, d[0]))
     chosen: list[tuple[int, str]] = []
     for start, _name, sig in ranked:
@@ -243,8 +242,11 @@ def _python_min_indent(doc: Document, scope: Node | None, line_before: str) -> i
     return None
 
 
-def build(doc: Document, cursor: int, budget: Budget | None = None) -> Context:
-    """The context for a suggestion at string offset `cursor` of `doc`."""
+def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "stable") -> Context:
+    """The context for a suggestion at string offset `cursor` of `doc`.
+
+    `layout="centered"` is the naive baseline: a window of the same total size centred on the
+    cursor, sliding with every keystroke, without preamble (what llm-ls-style servers do)."""
     budget = budget or Budget()
     text = doc.text
     cursor = max(0, min(cursor, len(text)))
@@ -255,24 +257,37 @@ def build(doc: Document, cursor: int, budget: Budget | None = None) -> Context:
     line_after = text[cursor:line_end].rstrip("\r")
     mode, insert_lines = _decide_mode(doc, cursor, line_before, line_after)
 
-    anchor = choose_anchor(doc, cursor, budget.chars(budget.prefix_tokens))
-    suffix_end = min(len(text), cursor + budget.chars(budget.suffix_tokens))
-    nl = text.rfind("\n", cursor, suffix_end)
-    if nl > cursor and suffix_end < len(text):
-        suffix_end = nl + 1  # whole lines only, so the suffix is stable within a line
+    if layout == "centered":
+        half = budget.chars(budget.prefix_tokens + budget.suffix_tokens) // 2
+        anchor = max(0, cursor - half)
+        suffix_end = min(len(text), cursor + half)
+    else:
+        anchor = choose_anchor(doc, cursor, budget.chars(budget.prefix_tokens))
+        suffix_end = min(len(text), cursor + budget.chars(budget.suffix_tokens))
+        nl = text.rfind("\n", cursor, suffix_end)
+        if nl > cursor and suffix_end < len(text):
+            suffix_end = nl + 1  # whole lines only, so the suffix is stable within a line
     suffix = text[cursor:suffix_end]
 
     scope = enclosing_definition(doc, cursor)
     scope_text = ""
     min_indent: int | None = None
     if scope is not None:
-        scope_text = doc.source[scope.start_byte : scope.end_byte].decode("utf-8", "replace")
+        # Calls made in the scope, except on the line being typed: the preamble must not change
+        # with each keystroke (it sits at the start of the prompt, where a change costs everything).
+        lo, hi = doc.char_offset(scope.start_byte), doc.char_offset(scope.end_byte)
+        scope_text = text[lo:line_start] + text[line_end:hi]
     if doc.language in INDENT_LANGUAGES:
         min_indent = _python_min_indent(doc, scope, line_before)
-    preamble = build_preamble(doc, (anchor, suffix_end), scope_text, budget.chars(budget.preamble_tokens))
+    # Only definitions before the anchor: the tree after the cursor changes shape while the user types
+    # (an open bracket swallows the next definition into an error node), and a signature flipping in or
+    # out of the preamble would invalidate the whole KV cache behind it.
+    preamble = "" if layout == "centered" else build_preamble(
+        doc, anchor, scope_text, budget.chars(budget.preamble_tokens))
     # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
     # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
-    heal = line_before if line_before and not line_before.strip() and anchor < line_start else ""
+    heal = line_before if line_before and not line_before.strip() and anchor < line_start \
+        and layout == "stable" else ""
     return Context(
         uri=doc.uri, language=doc.language, version=doc.version, cursor=cursor, anchor=anchor,
         preamble=preamble, prefix=text[anchor : cursor - len(heal)], suffix=suffix, mode=mode, heal=heal,

@@ -73,7 +73,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
             total = (time.perf_counter() - t0) * 1000
             return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
                               Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = context.build(doc, cursor, budget_of(settings))
+    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout)
     t1 = time.perf_counter()
     p = prompt.render(ctx, template, path=_path_of(doc.uri))
     t2 = time.perf_counter()

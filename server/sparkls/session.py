@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from dataclasses import asdict
 import logging
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from sparkls import pipeline, prompt, typeahead
 from sparkls.document import Document
@@ -89,7 +88,7 @@ class Session:
         """Make the current task the only one computing a suggestion for `uri`."""
         current = asyncio.current_task()
         previous = self._inflight.get(uri)
-        if previous is not None and previous is not current and not previous.done():
+        if previous is not None and self.settings.supersede and previous is not current and not previous.done():
             previous.cancel()
         if current is not None:
             self._inflight[uri] = current

@@ -8,6 +8,7 @@ README's settings table from the same model (a test fails when the README is sta
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
@@ -55,6 +56,14 @@ class Settings:
         "parseLimitBytes", "Files larger than this are not parsed (plain-text context).", lo=0, hi=100_000_000))
     typeahead: bool = field(default=True, metadata=_opt(
         "typeahead", "Answer from the last suggestion, without the model, while typed text matches it."))
+    prompt_layout: str = field(default="stable", metadata=_opt(
+        "promptLayout", "`stable`: anchored prefix, short suffix (KV-cache friendly); `centered`: a window "
+        "centred on the cursor (the naive baseline the latency benchmark compares against).",
+        ("stable", "centered")))
+    kv_cache: bool = field(default=True, metadata=_opt(
+        "kvCache", "Reuse the KV cache of the previous prompt's common start (embedded engine)."))
+    supersede: bool = field(default=True, metadata=_opt(
+        "supersede", "A newer request for a document cancels the older one still running."))
     fake_response: str = field(default="return 42\n", metadata=_opt(
         "fakeResponse", "What the `fake` engine answers (tests only)."))
     fake_token_delay_ms: int = field(default=0, metadata=_opt(
@@ -108,9 +117,8 @@ def settings_table() -> str:
     """The README's settings table, generated from `Settings`."""
     rows = ["| setting | default | meaning |", "|---|---|---|"]
     for f in fields(Settings):
-        default = f.default if f.default != "" else '""'
-        default_text = str(default).lower() if isinstance(default, bool) else repr(default).replace("\n", "\\n")
+        default_text = json.dumps(f.default)
         choices = f.metadata["choices"]
-        extra = f" One of: {', '.join(f'`{c}`' for c in choices)}." if choices and f.name not in ("engine",) else ""
+        extra = f" One of: {', '.join(f'`{c}`' for c in choices)}." if choices else ""
         rows.append(f"| `{f.metadata['wire']}` | `{default_text}` | {f.metadata['doc']}{extra} |")
     return "\n".join(rows)

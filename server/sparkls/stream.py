@@ -104,7 +104,7 @@ def unheal(raw: str, heal: str) -> str | None:
     stripped = raw.lstrip(" \t")
     if not stripped:
         return None if len(raw) < len(heal) and "\n" not in raw else ""
-    return stripped if not stripped.startswith("\n") else stripped
+    return stripped
 
 
 def _excess_closers(line: str) -> int:

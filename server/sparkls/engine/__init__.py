@@ -23,5 +23,5 @@ def create_engine(settings: Settings) -> Engine:
 
         return LlamaCppEngine(LlamaCppOptions(
             model_path=settings.model_path, model=settings.model, n_ctx=settings.context_size,
-            threads=settings.threads))
+            threads=settings.threads, reuse_cache=settings.kv_cache))
     raise EngineError(f"unknown engine {settings.engine!r}")

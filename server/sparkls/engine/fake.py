@@ -61,6 +61,9 @@ class FakeEngine:
                     yield Delta(text[i : i + self.chars_per_token])
             except (asyncio.CancelledError, GeneratorExit):
                 await self.abort(request.id)
+                self.completed.append((request.id, GenerationStats(
+                    prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
+                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason="abort")))
                 raise
             reason = "abort" if request.id in self._aborts else ("length" if n >= request.max_tokens else "stop")
             self.finished.append(request.id)

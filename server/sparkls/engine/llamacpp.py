@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 from sparkls.engine.base import (
     Delta,
     EngineError,
@@ -30,6 +29,7 @@ from sparkls.engine.base import (
     GenerationStats,
     Health,
 )
+from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,7 @@ class LlamaCppOptions:
     threads: int = 0  # 0 = default_threads()
     n_batch: int = 256
     prefill_chunk: int = 64
+    reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -106,6 +107,7 @@ class LlamaCppEngine:
             from llama_cpp._logger import set_verbose
 
             set_verbose(False)
+            self._llm.verbose = False  # its own prints (prefix-match notes) go quiet too
             log.info("llama.cpp loaded %s (threads=%d)", self.model_path, threads)
         except BaseException as e:  # reported on every request and by health()
             self._load_error = e
@@ -130,7 +132,7 @@ class LlamaCppEngine:
         if len(tokens) > room:  # keep the end (cursor side) of an over-long prompt
             tokens = tokens[len(tokens) - room :]
         cached = list(llm.input_ids[: llm.n_tokens])
-        reused = min(common_prefix(cached, tokens), len(tokens) - 1)
+        reused = min(common_prefix(cached, tokens), len(tokens) - 1) if self.options.reuse_cache else 0
         llm.n_tokens = reused
         llm._ctx.kv_cache_seq_rm(-1, reused, -1)
         chunk = self.options.prefill_chunk

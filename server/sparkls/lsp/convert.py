@@ -85,7 +85,6 @@ def completion_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.
             label=label,
             kind=types.CompletionItemKind.Snippet if "\n" in s.text else types.CompletionItemKind.Text,
             detail="sparkls",
-            documentation=types.MarkupContent(kind=types.MarkupKind.PlainText, value=new_text),
             filter_text=word or None,
             sort_text="0",
             insert_text_format=types.InsertTextFormat.PlainText,

@@ -33,6 +33,27 @@ log = logging.getLogger("sparkls")
 class SparkProtocol(LanguageServerProtocol):
     """pygls' protocol without its own copy of every document: the session keeps the snapshots."""
 
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        # pygls logs a request whose params do not match the method's types and never answers it.
+        # Every request gets exactly one response: answer InvalidParams, then let pygls drop it.
+        try:
+            return super().structure_message(data)
+        except Exception as e:
+            if "id" in data and "method" in data:
+                log.warning("malformed %s request %r: %s", data.get("method"), data.get("id"), e)
+                self._send_response(data["id"], error=JsonRpcInvalidParams(
+                    f"malformed params for {data.get('method')}").to_response_error())
+            raise
+
+    def _handle_cancel_notification(self, msg_id: Any) -> None:
+        # lsprotocol structures CancelParams.id (int | str) as a str, so pygls misses the integer ids
+        # that VS Code, Neovim and Emacs send, and the request runs on. Look the id up in both forms.
+        candidates = [msg_id, str(msg_id)]
+        if isinstance(msg_id, str) and msg_id.lstrip("-").isdigit():
+            candidates.append(int(msg_id))
+        key = next((k for k in candidates if k in self._request_futures), msg_id)
+        super()._handle_cancel_notification(key)
+
     def _forward(self, method: str, params: Any):  # type: ignore[no-untyped-def]
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None

@@ -1,0 +1,90 @@
+"""A small LSP client over stdio for `sparkls demo` and the benchmarks: it starts the real server
+as a subprocess, drains its stderr to a log file, and converts offsets to UTF-16 positions."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pygls.lsp.client import LanguageClient
+
+
+def position(text: str, offset: int) -> types.Position:
+    """UTF-16 LSP position of a string offset (the encoding every client supports)."""
+    line = text.count("\n", 0, offset)
+    before = text[text.rfind("\n", 0, offset) + 1 : offset]
+    return types.Position(line=line, character=len(before.encode("utf-16-le")) // 2)
+
+
+async def _drain(stream: asyncio.StreamReader, path: Path) -> None:
+    """Copy the server's stderr to a file (an undrained pipe would block the server)."""
+    with path.open("wb") as f:
+        while line := await stream.readline():
+            f.write(line)
+            f.flush()
+
+
+class Client:
+    def __init__(self, log_path: Path) -> None:
+        self.lc = LanguageClient("sparkls-client", "0.1")
+        self.log_path = log_path
+        self._drain: asyncio.Task[None] | None = None
+
+    async def start(self, options: dict[str, Any]) -> None:
+        await self.lc.start_io(sys.executable, "-m", "sparkls", "serve")
+        self._drain = asyncio.create_task(_drain(self.lc._server.stderr, self.log_path))  # type: ignore[union-attr]
+        caps = types.ClientCapabilities(
+            text_document=types.TextDocumentClientCapabilities(
+                inline_completion=types.InlineCompletionClientCapabilities()),
+            general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]))
+        await self.lc.initialize_async(types.InitializeParams(capabilities=caps, initialization_options=options))
+        self.lc.initialized(types.InitializedParams())
+
+    async def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:
+        return await self.lc.protocol.send_request_async(method, params, msg_id=msg_id)
+
+    async def wait_ready(self) -> Any:
+        health = await self.request("sparkls/health")
+        while not health.ok and health.detail == "loading":
+            await asyncio.sleep(0.2)
+            health = await self.request("sparkls/health")
+        return health
+
+    def open(self, uri: str, text: str, language: str, version: int = 1) -> None:
+        self.lc.text_document_did_open(types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+
+    def close(self, uri: str) -> None:
+        self.lc.text_document_did_close(types.DidCloseTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=uri)))
+
+    def insert(self, uri: str, version: int, text: str, offset: int, new: str) -> None:
+        pos = position(text, offset)
+        self.lc.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=new)]))
+
+    def inline_params(self, uri: str, text: str, offset: int) -> types.InlineCompletionParams:
+        return types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=position(text, offset),
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+
+    def cancel(self, msg_id: Any) -> None:
+        self.lc.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))
+
+    async def stop(self) -> None:
+        try:
+            await asyncio.wait_for(self.lc.shutdown_async(None), 30)
+            self.lc.exit(None)
+        finally:
+            server = self.lc._server
+            if server is not None and server.returncode is None:
+                await asyncio.sleep(0.5)
+                if server.returncode is None:
+                    server.kill()
+            await self.lc.stop()
+            if self._drain is not None:
+                self._drain.cancel()

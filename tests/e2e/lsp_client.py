@@ -1,0 +1,95 @@
+"""Start the real server over stdio with pytest-lsp's client, as a given editor would."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+CLIENTS = ["visual-studio-code", "neovim", "emacs"]
+HELIX = Path(__file__).resolve().parents[2].parent / "shared" / "clients" / "helix.json"
+
+
+def capabilities(client: str, encoding: str | None = None) -> types.ClientCapabilities:
+    """The client's recorded capabilities, with `inlineCompletion` added and one position encoding."""
+    if client == "helix":
+        from pygls.protocol import default_converter
+
+        raw = json.loads(HELIX.read_text())["capabilities"]
+        caps = default_converter().structure(raw, types.ClientCapabilities)
+    else:
+        caps = client_capabilities(client)
+        td = caps.text_document or types.TextDocumentClientCapabilities()
+        td.inline_completion = types.InlineCompletionClientCapabilities()
+        caps.text_document = td
+    if encoding is not None:
+        general = caps.general or types.GeneralClientCapabilities()
+        general.position_encodings = [types.PositionEncodingKind(encoding)]
+        caps.general = general
+    return caps
+
+
+@contextlib.asynccontextmanager
+async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16",
+              options: dict[str, Any] | None = None) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
+    level = os.environ.get("SPARKLS_TEST_LOG_LEVEL", "INFO")
+    config = ClientServerConfig(server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"])
+    c: LanguageClient = await config.start()  # type: ignore[assignment]
+    try:
+        result = await c.initialize_session(types.InitializeParams(
+            capabilities=capabilities(client, encoding), initialization_options=options or {"engine": "fake"}))
+        yield c, result
+        await asyncio.wait_for(c.shutdown_session(), 20)
+    finally:
+        server = c._server
+        if server is not None and server.returncode is None:
+            server.kill()  # a failed test must not leave the server (and the client's stop) hanging
+        await c.stop()
+
+
+def open_doc(c: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
+    c.text_document_did_open(types.DidOpenTextDocumentParams(
+        types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+
+
+def position(text: str, offset: int, encoding: str) -> types.Position:
+    line = text.count("\n", 0, offset)
+    before = text[text.rfind("\n", 0, offset) + 1 : offset]
+    if encoding == "utf-8":
+        ch = len(before.encode("utf-8"))
+    elif encoding == "utf-16":
+        ch = len(before.encode("utf-16-le")) // 2
+    else:
+        ch = len(before)
+    return types.Position(line=line, character=ch)
+
+
+def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams:
+    return types.InlineCompletionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+
+
+async def metrics(c: LanguageClient) -> Any:
+    return await c.protocol.send_request_async("sparkls/metrics", None)
+
+
+async def raw_request(c: LanguageClient, method: str, params: Any, msg_id: int = 90001) -> Any:
+    """Send a request as raw JSON (bypassing the client's type checks) and await its response."""
+    import concurrent.futures
+
+    fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+    c.protocol._request_futures[msg_id] = fut
+    body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+    c._server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)  # type: ignore[union-attr]
+    import asyncio
+
+    return await asyncio.wait_for(asyncio.wrap_future(fut), 10)

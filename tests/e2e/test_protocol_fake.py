@@ -1,0 +1,179 @@
+"""End to end over stdio with the deterministic fake engine: every client capability set and
+position encoding, cancellation, supersession, bad input. (The fake engine runs no model.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from tests.e2e.lsp_client import CLIENTS, inline_params, lsp, metrics, open_doc, position, raw_request
+
+# A line with an emoji and CJK before the cursor, so each encoding gives a different character.
+TEXT = 'def greet(name):\n    msg = "héllo 😀 漢字" + name\n    retu\n\nprint(greet("x"))\n'
+CURSOR = TEXT.index("retu") + 4
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+@pytest.mark.parametrize("client", CLIENTS)
+async def test_inline_and_classic_completion_work_for_each_client_and_encoding(client, encoding):
+    async with lsp(client, encoding, {"engine": "fake", "fakeResponse": "rn msg\n"}) as (c, init):
+        assert init.capabilities.position_encoding == encoding
+        assert init.capabilities.inline_completion_provider is not None
+        uri = "file:///w/greet.py"
+        open_doc(c, uri, TEXT)
+        # Edit on the emoji line in the negotiated encoding: insert "!" after the emoji.
+        at = TEXT.index("😀") + 1
+        pos = position(TEXT, at, encoding)
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=pos, end=pos), text="!")]))
+        text = TEXT[:at] + "!" + TEXT[at:]
+        cursor = CURSOR + 1
+        cur = position(text, cursor, encoding)
+        result = await c.text_document_inline_completion_async(inline_params(uri, cur))
+        assert [i.insert_text for i in result.items] == ["rn msg"]
+        assert result.items[0].range == types.Range(start=cur, end=cur)
+        comp = await c.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        item = comp.items[0]
+        # The edit replaces the word before the cursor ("retu"), so clients can filter by it.
+        assert item.text_edit.new_text == "return msg"
+        assert item.text_edit.range.start == position(text, cursor - 4, encoding)
+        m = await metrics(c)
+        assert m.suggestions[-1].version == 2
+
+
+async def test_helix_capabilities_get_classic_completion_with_utf8_positions():
+    async with lsp("helix", None, {"engine": "fake", "fakeResponse": "rn msg\n"}) as (c, init):
+        assert init.capabilities.position_encoding == "utf-8"  # Helix prefers utf-8
+        uri = "file:///w/greet.py"
+        open_doc(c, uri, TEXT)
+        cur = position(TEXT, CURSOR, "utf-8")
+        comp = await c.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        assert comp.items[0].text_edit.new_text == "return msg"
+
+
+async def test_cancel_request_aborts_the_engine_and_answers_request_cancelled():
+    opts = {"engine": "fake", "fakeResponse": "    x = 1\n" * 40, "fakeTokenDelayMs": 50, "maxLines": 100,
+            "maxTokensMultiLine": 1000}
+    async with lsp(options=opts) as (c, _):
+        uri = "file:///w/a.py"
+        text = "def f():\n    \n"
+        open_doc(c, uri, text)
+        # An integer id, as real editors send them.
+        fut = asyncio.ensure_future(c.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, types.Position(line=1, character=4)),
+            msg_id=4242))
+        await asyncio.sleep(0.3)
+        c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4242))
+        with pytest.raises(JsonRpcException) as err:
+            await asyncio.wait_for(fut, 5)
+        assert err.value.code == types.LSPErrorCodes.RequestCancelled
+        m = await metrics(c)
+        (rec,) = m.engine
+        assert rec.finish_reason == "abort" and rec.decode_tokens < 30  # 134 tokens were scripted
+        # The engine is free again: the next request completes.
+        nxt = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
+        assert nxt.items
+
+
+async def test_a_newer_request_for_the_same_document_supersedes_the_older():
+    opts = {"engine": "fake", "fakeResponse": "    y = 2\n" * 10, "fakeTokenDelayMs": 30}
+    async with lsp(options=opts) as (c, _):
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "def f():\n    \n")
+        pos = types.Position(line=1, character=4)
+        first = asyncio.ensure_future(c.text_document_inline_completion_async(inline_params(uri, pos)))
+        await asyncio.sleep(0.15)
+        second = await c.text_document_inline_completion_async(inline_params(uri, pos))
+        with pytest.raises(JsonRpcException) as err:
+            await first
+        assert err.value.code == types.LSPErrorCodes.RequestCancelled
+        assert second.items and second.items[0].insert_text.startswith("y = 2")
+        m = await metrics(c)
+        assert m.engine[0].finish_reason == "abort"
+
+
+async def test_typing_what_was_suggested_is_answered_without_the_engine():
+    async with lsp(options={"engine": "fake", "fakeResponse": "return 42\n"}) as (c, _):
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "def f():\n    \n")
+        await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=types.Position(line=1, character=4),
+                                  end=types.Position(line=1, character=4)), text="ret")]))
+        res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=7)))
+        assert res.items[0].insert_text == "urn 42"
+        m = await metrics(c)
+        assert [s.source for s in m.suggestions] == ["model", "typeahead"]
+        assert len(m.engine) == 1
+
+
+async def test_bad_input_gets_an_answer_and_the_server_keeps_serving():
+    async with lsp(options={"engine": "fake"}) as (c, _):
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "x = 1\n")
+        # An impossible position.
+        with pytest.raises(JsonRpcException) as err:
+            await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=99, character=0)))
+        assert err.value.code == types.ErrorCodes.InvalidParams and "outside" in err.value.message
+        # A document that was never opened.
+        with pytest.raises(JsonRpcException):
+            await c.text_document_inline_completion_async(
+                inline_params("file:///w/never.py", types.Position(line=0, character=0)))
+        # A malformed request (params of the wrong shape).
+        with pytest.raises(JsonRpcException):
+            await raw_request(c, types.TEXT_DOCUMENT_INLINE_COMPLETION, {"textDocument": 3})
+        with pytest.raises(JsonRpcException):
+            await raw_request(c, types.TEXT_DOCUMENT_COMPLETION, {"textDocument": {"uri": uri}, "position": {
+                "line": -1, "character": "x"}}, msg_id=90002)
+        # An unknown method.
+        with pytest.raises(JsonRpcException):
+            await c.protocol.send_request_async("sparkls/noSuchMethod", {})
+        # A binary file: an empty answer.
+        open_doc(c, "file:///w/blob.py", "abc\x00\x01\x02def\n")
+        res = await c.text_document_inline_completion_async(
+            inline_params("file:///w/blob.py", types.Position(line=0, character=3)))
+        assert not res.items
+        # An unknown language: plain-text context, still an answer.
+        open_doc(c, "file:///w/a.cob", "IDENTIFICATION DIVISION.\n", language="cobol")
+        res = await c.text_document_inline_completion_async(
+            inline_params("file:///w/a.cob", types.Position(line=1, character=0)))
+        assert res.items[0].insert_text == "return 42"
+        # Still serving.
+        res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=0)))
+        assert res.items
+
+
+async def test_a_five_megabyte_file_is_served_and_edited():
+    big = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(160_000))
+    assert len(big) > 5_000_000
+    async with lsp(options={"engine": "fake"}) as (c, _):
+        uri = "file:///w/big.py"
+        open_doc(c, uri, big)
+        last = big.count("\n")
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=types.Position(line=last, character=0),
+                                  end=types.Position(line=last, character=0)), text="def tail():\n    ")]))
+        res = await c.text_document_inline_completion_async(
+            inline_params(uri, types.Position(line=last + 1, character=4)))
+        assert res.items[0].insert_text == "return 42"
+
+
+async def test_invalid_settings_warn_once_and_fall_back_to_defaults():
+    async with lsp(options={"engine": "fake", "threads": "many"}) as (c, _):
+        await asyncio.sleep(0.1)
+        assert any("threads" in m.message for m in c.messages)
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "def f():\n    \n")
+        res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
+        assert res.items

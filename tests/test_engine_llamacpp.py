@@ -1,0 +1,84 @@
+"""The embedded llama.cpp engine with the real default model (Qwen2.5-Coder-0.5B Q4_K_M)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sparkls.engine.base import Delta, Finished, GenerationRequest
+
+pytestmark = pytest.mark.model
+
+HEADER = "".join(f"def helper_{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(12))
+PREFIX = "<|fim_prefix|>" + HEADER + "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+PROMPT = PREFIX + "    <|fim_suffix|>\n\nprint(fibonacci(10))\n<|fim_middle|>"
+
+
+@pytest.fixture(scope="module")
+def engine():
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+    eng = LlamaCppEngine(LlamaCppOptions(threads=1))
+    yield eng
+    asyncio.run(eng.close())
+
+
+async def collect(engine, request):
+    text, stats = "", None
+    async for ev in engine.stream(request):
+        if isinstance(ev, Delta):
+            text += ev.text
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    return text, stats
+
+
+async def test_the_real_model_streams_a_sensible_middle(engine):
+    await engine.ready()
+    assert (await engine.health()).ok
+    text, stats = await collect(engine, GenerationRequest(PROMPT, max_tokens=40))
+    assert stats.decode_tokens > 0 and stats.prompt_tokens > 20
+    assert "fibonacci" in text or "return" in text or "if" in text, text
+
+
+async def test_a_repeated_prompt_prefix_reuses_the_kv_cache(engine):
+    await collect(engine, GenerationRequest(PROMPT, max_tokens=4))
+    # The same file, one more character typed at the cursor: only the tail is evaluated again.
+    typed = PROMPT.replace("    <|fim_suffix|>", "    i<|fim_suffix|>")
+    _, stats = await collect(engine, GenerationRequest(typed, max_tokens=4))
+    assert stats.prompt_tokens > 200
+    assert stats.reused_tokens >= stats.prompt_tokens - 16, stats  # the cursor's token and the suffix
+
+
+async def test_aborting_stops_the_engine_within_a_token_and_frees_it(engine):
+    long_prompt = "<|fim_prefix|># a long list of numbers\nnumbers = [\n    1,\n<|fim_suffix|><|fim_middle|>"
+    req = GenerationRequest(long_prompt, max_tokens=400, id="long-1")
+    got = 0
+
+    async def consume():
+        nonlocal got
+        async for ev in engine.stream(req):
+            if isinstance(ev, Delta):
+                got += 1
+
+    task = asyncio.create_task(consume())
+    for _ in range(3000):
+        if got >= 3:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # The engine records the aborted request once its worker has stopped.
+    for _ in range(200):
+        done = [st for rid, st in engine.completed if rid == "long-1"]
+        if done:
+            break
+        await asyncio.sleep(0.02)
+    (stats,) = done
+    assert stats.finish_reason == "abort"
+    assert stats.decode_tokens < 20  # of 400 allowed: it stopped right after the cancel
+    # The next request is served (the worker is free again).
+    _, nxt = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
+    assert nxt.finish_reason in ("length", "stop")

@@ -1,0 +1,60 @@
+"""Stopping and trimming: end of line, end of scope, suffix repeats, brackets."""
+
+from conftest import doc_at
+from sparkls import context
+from sparkls.stream import StopPolicy, finalize, trim_line_overlap, unheal
+
+
+def run(text_with_cursor, generated, language="python"):
+    doc, cursor = doc_at(text_with_cursor, language)
+    ctx = context.build(doc, cursor)
+    policy = StopPolicy(ctx)
+    out = ""
+    for ch in generated:  # feed one character at a time, like a token stream
+        out += ch
+        cut = policy.feed(out)
+        if cut is not None:
+            return finalize(out[:cut], ctx)
+    return finalize(out, ctx)
+
+
+def test_single_line_mode_stops_at_the_end_of_the_line():
+    assert run("def f(x):\n    return x.up<|>\n", "per()\n    print('drift')\n") == "per()"
+
+
+def test_multi_line_stops_when_the_code_leaves_the_block():
+    got = run("def f(xs):\n    <|>\n", "    total = 0\n    for x in xs:\n        total += x\n    return total\n\n"
+              "def g():\n    pass\n")
+    assert got == "    total = 0\n    for x in xs:\n        total += x\n    return total"
+
+
+def test_multi_line_stops_before_repeating_the_suffix():
+    got = run("def f(x):\n<|>    return y\n", "    y = x * 2\n    return y\n")
+    assert got == "    y = x * 2\n"
+
+
+def test_brace_languages_stop_before_a_closing_brace_the_suffix_already_has():
+    got = run("func f() int {\n\t<|>\n}\n", "x := 1\n\treturn x\n}\n\nfunc g() {}\n", "go")
+    assert got == "x := 1\n\treturn x"
+
+
+def test_two_blank_lines_end_a_suggestion():
+    assert run("x = 1\n<|>", "y = 2\n\n\nprint('unrelated')\n") == "y = 2"
+
+
+def test_closing_brackets_already_on_the_line_are_not_duplicated():
+    assert trim_line_overlap("print(", "x)", ")") == "x"
+
+
+def test_a_balanced_call_is_kept_whole_before_an_existing_closer():
+    assert trim_line_overlap("print(", "f(x)", ")") == "f(x)"
+
+
+def test_the_rest_of_the_line_written_again_by_the_model_is_cut():
+    assert trim_line_overlap("return [i for i in xs if ", "i > 0]:", "]") == "i > 0"
+
+
+def test_healed_indentation_is_removed_from_the_model_output():
+    assert unheal("        return 1", "        ") == "return 1"
+    assert unheal("    ", "        ") is None
+    assert unheal("    return 1", "        ") == "return 1"
