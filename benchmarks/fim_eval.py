@@ -110,6 +110,7 @@ def main() -> int:
     ap.add_argument("--set", choices=sorted(SETS), default="single")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--settings", default="{}", help='extra server settings as JSON, e.g. \'{"suffixTokens": 256}\'')
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if not DATA.is_dir():
@@ -119,12 +120,13 @@ def main() -> int:
     print(f"HumanEval {args.set}-line infilling: {len(tasks)} tasks; sandbox {'netns' if SANDBOX else 'no netns'}; "
           f"machine {platform.machine()} {os.cpu_count()} cores")
     t0 = time.perf_counter()
-    rows = asyncio.run(run(tasks, {"engine": "llamacpp", "threads": args.threads}))
+    extra = json.loads(args.settings)
+    rows = asyncio.run(run(tasks, {"engine": "llamacpp", "threads": args.threads, **extra}))
     n = len(rows)
     summary = {"set": args.set, "tasks": n, "pass@1": sum(r["pass"] for r in rows) / n,
                "first_line_em": sum(r["em"] for r in rows) / n,
                "median_ms": sorted(r["ms"] for r in rows)[n // 2], "wall_s": time.perf_counter() - t0,
-               "machine": f"{platform.machine()} {os.cpu_count()} cores", "limit": args.limit}
+               "machine": f"{platform.machine()} {os.cpu_count()} cores", "limit": args.limit, "settings": extra}
     print(json.dumps(summary, indent=2))
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"fim_{args.set}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

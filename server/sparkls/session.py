@@ -1,9 +1,9 @@
 """The one mutable session: open documents, settings, the engine, in-flight requests.
 
 Handlers read frozen `Document` snapshots from here and hand them to the pipeline. The session
-also enforces "a newer request for the same document supersedes the older one": `claim` cancels
-the task still working on an older suggestion for that document, which then answers
-`RequestCancelled` and aborts its engine request.
+also runs suggestions as jobs keyed by (version, cursor): identical requests share one job, and a
+newer job for the same document cancels the older one, whose requests then answer
+`RequestCancelled` while its engine request is aborted.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
 from sparkls import pipeline, prompt, typeahead
@@ -27,13 +28,20 @@ class UnknownDocument(KeyError):
 
 
 @dataclass
+class Job:
+    key: tuple[int, int]  # (document version, cursor offset)
+    task: asyncio.Future[pipeline.Suggestion]
+    waiters: int = 0
+
+
+@dataclass
 class Session:
     settings: Settings = field(default_factory=Settings)
     encoding: str = "utf-16"
     documents: dict[str, Document] = field(default_factory=dict)
     engine: Engine | None = None
     _template: prompt.FimTemplate | None = None
-    _inflight: dict[str, asyncio.Task[object]] = field(default_factory=dict)
+    _jobs: dict[str, Job] = field(default_factory=dict)
     _typeahead: dict[str, typeahead.Remembered] = field(default_factory=dict)
     history: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=512))
 
@@ -55,9 +63,9 @@ class Session:
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self._typeahead.pop(uri, None)
-        task = self._inflight.pop(uri, None)
-        if task is not None and not task.done():
-            task.cancel()
+        job = self._jobs.pop(uri, None)
+        if job is not None and not job.task.done():
+            job.task.cancel()
 
     # -- engine ----------------------------------------------------------------------------------
     def start_engine(self) -> Engine:
@@ -77,25 +85,36 @@ class Session:
         return self._template
 
     async def shutdown(self) -> None:
-        for task in list(self._inflight.values()):
-            task.cancel()
-        self._inflight.clear()
+        for job in list(self._jobs.values()):
+            job.task.cancel()
+        self._jobs.clear()
         if self.engine is not None:
             await self.engine.close()
 
     # -- requests --------------------------------------------------------------------------------
-    def claim(self, uri: str) -> None:
-        """Make the current task the only one computing a suggestion for `uri`."""
-        current = asyncio.current_task()
-        previous = self._inflight.get(uri)
-        if previous is not None and self.settings.supersede and previous is not current and not previous.done():
-            previous.cancel()
-        if current is not None:
-            self._inflight[uri] = current
+    def job(self, uri: str, key: tuple[int, int], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
+        """The computation for (document version, cursor) of `uri`: shared by identical requests
+        (an editor asking inline and classic completion at once), and superseding older ones."""
+        current = self._jobs.get(uri)
+        if current is not None and current.key == key and not current.task.done():
+            return current
+        if current is not None and not current.task.done() and self.settings.supersede:
+            current.task.cancel()
+        job = Job(key, asyncio.ensure_future(start()))
+        self._jobs[uri] = job
+        return job
 
-    def release(self, uri: str) -> None:
-        if self._inflight.get(uri) is asyncio.current_task():
-            del self._inflight[uri]
+    async def wait(self, job: Job) -> pipeline.Suggestion:
+        """Await a job; when the last request waiting for it is cancelled, the job is cancelled too."""
+        job.waiters += 1
+        try:
+            return await asyncio.shield(job.task)
+        except asyncio.CancelledError:
+            if job.waiters == 1 and not job.task.done():
+                job.task.cancel()
+            raise
+        finally:
+            job.waiters -= 1
 
     def cached(self, uri: str) -> typeahead.Remembered | None:
         return self._typeahead.get(uri)

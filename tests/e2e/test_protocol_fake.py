@@ -90,11 +90,17 @@ async def test_a_newer_request_for_the_same_document_supersedes_the_older():
         pos = types.Position(line=1, character=4)
         first = asyncio.ensure_future(c.text_document_inline_completion_async(inline_params(uri, pos)))
         await asyncio.sleep(0.15)
-        second = await c.text_document_inline_completion_async(inline_params(uri, pos))
+        # The user types a character: a new version, a new request.
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=pos, end=pos), text="y")]))
+        second = await c.text_document_inline_completion_async(
+            inline_params(uri, types.Position(line=1, character=5)))
         with pytest.raises(JsonRpcException) as err:
             await first
         assert err.value.code == types.LSPErrorCodes.RequestCancelled
-        assert second.items and second.items[0].insert_text.startswith("y = 2")
+        assert second.items and second.items[0].insert_text == "    y = 2"  # the scripted text
         m = await metrics(c)
         assert m.engine[0].finish_reason == "abort"
 
@@ -177,3 +183,19 @@ async def test_invalid_settings_warn_once_and_fall_back_to_defaults():
         open_doc(c, uri, "def f():\n    \n")
         res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
         assert res.items
+
+
+async def test_inline_and_classic_requests_at_the_same_cursor_share_one_generation():
+    opts = {"engine": "fake", "fakeResponse": "return 7\n", "fakeTokenDelayMs": 30}
+    async with lsp(options=opts) as (c, _):
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "def f():\n    \n")
+        pos = types.Position(line=1, character=4)
+        inline, classic = await asyncio.gather(
+            c.text_document_inline_completion_async(inline_params(uri, pos)),
+            c.text_document_completion_async(types.CompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=pos)))
+        assert inline.items[0].insert_text == "return 7"
+        assert classic.items[0].text_edit.new_text == "return 7"
+        m = await metrics(c)
+        assert len(m.engine) == 1 and len(m.suggestions) == 1

@@ -153,11 +153,19 @@ def create_server() -> SparkServer:
         if doc.is_binary:
             log.info("no suggestion: %s looks binary", uri)
             return None
-        session.claim(uri)
-        try:
+
+        async def compute() -> pipeline.Suggestion:
             template = await session.template()
             s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
                                        session.cached(uri))
+            log.info(pipeline.log_line(s))
+            session.record(s)
+            if s.source == "model":
+                session.remember(uri, doc.text, cursor, s.text)
+            return s
+
+        try:
+            s = await session.wait(session.job(uri, (doc.version, cursor), compute))
         except asyncio.CancelledError:
             log.info("request for %s cancelled or superseded", uri)
             raise
@@ -165,12 +173,6 @@ def create_server() -> SparkServer:
             log.error("engine failed: %s", e)
             ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
             return None
-        finally:
-            session.release(uri)
-        log.info(pipeline.log_line(s))
-        session.record(s)
-        if s.source == "model":
-            session.remember(uri, doc.text, cursor, s.text)
         current = session.documents.get(uri)
         if current is None or current.version != doc.version:
             log.info("%s: dropped as stale (computed for v%d)", s.request_id, doc.version)
