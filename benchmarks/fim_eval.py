@@ -74,7 +74,7 @@ def first_line(s: str) -> str:
     return ""
 
 
-async def run(tasks: list[dict[str, Any]], options: dict[str, Any]) -> list[dict[str, Any]]:
+async def run(tasks: list[dict[str, Any]], options: dict[str, Any], invoked: bool) -> list[dict[str, Any]]:
     client = Client(Path(tempfile.gettempdir()) / "sparkls-fim-eval.log")
     await client.start(options)
     health = await client.wait_ready()
@@ -87,7 +87,7 @@ async def run(tasks: list[dict[str, Any]], options: dict[str, Any]) -> list[dict
         client.open(uri, text, "python")
         t0 = time.perf_counter()
         res = await client.lc.text_document_inline_completion_async(
-            client.inline_params(uri, text, len(task["prompt"])))
+            client.inline_params(uri, text, len(task["prompt"]), invoked))
         wall = (time.perf_counter() - t0) * 1000
         completion = res.items[0].insert_text if res and res.items else ""
         client.close(uri)
@@ -111,6 +111,8 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--settings", default="{}", help='extra server settings as JSON, e.g. \'{"suffixTokens": 256}\'')
+    ap.add_argument("--invoked", action="store_true",
+                    help="ask as an explicit invocation (triggerKind Invoked: `invokedSuffixTokens` of suffix)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if not DATA.is_dir():
@@ -121,12 +123,13 @@ def main() -> int:
           f"machine {platform.machine()} {os.cpu_count()} cores")
     t0 = time.perf_counter()
     extra = json.loads(args.settings)
-    rows = asyncio.run(run(tasks, {"engine": "llamacpp", "threads": args.threads, **extra}))
+    rows = asyncio.run(run(tasks, {"engine": "llamacpp", "threads": args.threads, **extra}, args.invoked))
     n = len(rows)
     summary = {"set": args.set, "tasks": n, "pass@1": sum(r["pass"] for r in rows) / n,
                "first_line_em": sum(r["em"] for r in rows) / n,
                "median_ms": sorted(r["ms"] for r in rows)[n // 2], "wall_s": time.perf_counter() - t0,
-               "machine": f"{platform.machine()} {os.cpu_count()} cores", "limit": args.limit, "settings": extra}
+               "machine": f"{platform.machine()} {os.cpu_count()} cores", "limit": args.limit, "settings": extra,
+               "trigger": "invoked" if args.invoked else "automatic"}
     print(json.dumps(summary, indent=2))
     out = Path(args.out or ROOT / "benchmarks" / "results" / f"fim_{args.set}.json")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -53,8 +53,10 @@ class Suggestion:
     request_id: str = ""
 
 
-def budget_of(settings: Settings) -> context.Budget:
-    return context.Budget(settings.prefix_tokens, settings.suffix_tokens, settings.preamble_tokens)
+def budget_of(settings: Settings, invoked: bool = False) -> context.Budget:
+    """Prompt budgets; an explicit invocation gets the longer suffix (quality over a keystroke's latency)."""
+    suffix = settings.invoked_suffix_tokens if invoked else settings.suffix_tokens
+    return context.Budget(settings.prefix_tokens, suffix, settings.preamble_tokens)
 
 
 def _path_of(uri: str) -> str:
@@ -63,17 +65,17 @@ def _path_of(uri: str) -> str:
 
 async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine,
                   template: prompt.FimTemplate, cache: typeahead.Remembered | None = None,
-                  request_id: str | None = None) -> Suggestion:
+                  request_id: str | None = None, invoked: bool = False) -> Suggestion:
     """Compute the suggestion at `cursor` (a string offset into `doc.text`)."""
     t0 = time.perf_counter()
     rid = request_id or new_request_id("sugg")
-    if settings.typeahead:
+    if settings.typeahead and not invoked:  # an explicit request asks the model again
         rest = typeahead.lookup(cache, doc.uri, doc.text, cursor)
         if rest is not None:
             total = (time.perf_counter() - t0) * 1000
             return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
                               Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout)
+    ctx = context.build(doc, cursor, budget_of(settings, invoked), settings.prompt_layout)
     t1 = time.perf_counter()
     p = prompt.render(ctx, template, path=_path_of(doc.uri))
     t2 = time.perf_counter()

@@ -29,7 +29,7 @@ class UnknownDocument(KeyError):
 
 @dataclass
 class Job:
-    key: tuple[int, int]  # (document version, cursor offset)
+    key: tuple[int, int, bool]  # (document version, cursor offset, explicitly invoked)
     task: asyncio.Future[pipeline.Suggestion]
     waiters: int = 0
 
@@ -92,7 +92,7 @@ class Session:
             await self.engine.close()
 
     # -- requests --------------------------------------------------------------------------------
-    def job(self, uri: str, key: tuple[int, int], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
+    def job(self, uri: str, key: tuple[int, int, bool], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
         """The computation for (document version, cursor) of `uri`: shared by identical requests
         (an editor asking inline and classic completion at once), and superseding older ones."""
         current = self._jobs.get(uri)

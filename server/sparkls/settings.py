@@ -44,6 +44,9 @@ class Settings:
     suffix_tokens: int = field(default=24, metadata=_opt(
         "suffixTokens", "Budget for code after the cursor; every keystroke re-computes these tokens.",
         lo=0, hi=4096))
+    invoked_suffix_tokens: int = field(default=256, metadata=_opt(
+        "invokedSuffixTokens", "Suffix budget when the user explicitly asks for a suggestion (inline completion "
+        "triggerKind Invoked): more context after the cursor, at the cost of one slower request.", lo=0, hi=8192))
     preamble_tokens: int = field(default=256, metadata=_opt(
         "preambleTokens", "Budget for imports and signatures of other definitions in the file.", lo=0, hi=8192))
     max_tokens_single: int = field(default=48, metadata=_opt(

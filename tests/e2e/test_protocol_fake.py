@@ -201,3 +201,19 @@ async def test_inline_and_classic_requests_at_the_same_cursor_share_one_generati
         assert classic.items[0].text_edit.new_text == "return 7"
         m = await metrics(c)
         assert len(m.engine) == 1 and len(m.suggestions) == 1
+
+
+async def test_an_explicitly_invoked_completion_sees_a_longer_suffix():
+    text = "def f():\n    \n" + "".join(f"x{i} = {i}\n" for i in range(100))
+    async with lsp(options={"engine": "fake", "suffixTokens": 4, "invokedSuffixTokens": 400}) as (c, _):
+        uri = "file:///w/a.py"
+        open_doc(c, uri, text)
+        pos = types.Position(line=1, character=4)
+        auto = inline_params(uri, pos)
+        await c.text_document_inline_completion_async(auto)
+        invoked = inline_params(uri, pos)
+        invoked.context = types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked)
+        await c.text_document_inline_completion_async(invoked)
+        m = await metrics(c)
+        short, long = (e.prompt_tokens for e in m.engine)
+        assert long > short + 200  # the fake engine counts prompt characters / 3

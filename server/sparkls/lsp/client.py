@@ -67,10 +67,11 @@ class Client:
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
             content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=new)]))
 
-    def inline_params(self, uri: str, text: str, offset: int) -> types.InlineCompletionParams:
+    def inline_params(self, uri: str, text: str, offset: int, invoked: bool = False) -> types.InlineCompletionParams:
+        kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
         return types.InlineCompletionParams(
             text_document=types.TextDocumentIdentifier(uri=uri), position=position(text, offset),
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+            context=types.InlineCompletionContext(trigger_kind=kind))
 
     def cancel(self, msg_id: Any) -> None:
         self.lc.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))

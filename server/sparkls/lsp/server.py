@@ -138,7 +138,7 @@ def create_server() -> SparkServer:
     def did_close(ls: SparkServer, params: types.DidCloseTextDocumentParams) -> None:
         ls.session.close(params.text_document.uri)
 
-    async def suggestion_at(ls: SparkServer, uri: str, position: types.Position
+    async def suggestion_at(ls: SparkServer, uri: str, position: types.Position, invoked: bool = False,
                             ) -> tuple[Document, pipeline.Suggestion] | None:
         """Shared by both completion handlers: snapshot, supersede, run the pipeline, log."""
         session = ls.session
@@ -157,7 +157,7 @@ def create_server() -> SparkServer:
         async def compute() -> pipeline.Suggestion:
             template = await session.template()
             s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
-                                       session.cached(uri))
+                                       session.cached(uri), invoked=invoked)
             log.info(pipeline.log_line(s))
             session.record(s)
             if s.source == "model":
@@ -165,7 +165,7 @@ def create_server() -> SparkServer:
             return s
 
         try:
-            s = await session.wait(session.job(uri, (doc.version, cursor), compute))
+            s = await session.wait(session.job(uri, (doc.version, cursor, invoked), compute))
         except asyncio.CancelledError:
             log.info("request for %s cancelled or superseded", uri)
             raise
@@ -181,7 +181,9 @@ def create_server() -> SparkServer:
 
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: SparkServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
-        found = await suggestion_at(ls, params.text_document.uri, params.position)
+        kind = params.context.trigger_kind if params.context is not None else None
+        invoked = kind == types.InlineCompletionTriggerKind.Invoked
+        found = await suggestion_at(ls, params.text_document.uri, params.position, invoked)
         if found is None:
             return types.InlineCompletionList(items=[])
         return convert.inline_items(*found, ls.session.encoding)
