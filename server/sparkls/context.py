@@ -125,12 +125,6 @@ def enclosing_definition(doc: Document, offset: int) -> Node | None:
     return None
 
 
-def _top_level_starts(doc: Document) -> list[int]:
-    if doc.tree is None:
-        return []
-    return [doc.char_offset(c.start_byte) for c in doc.tree.root_node.children]
-
-
 def choose_anchor(doc: Document, cursor: int, budget_chars: int) -> int:
     """Start of the prefix window: stable while the user types forward.
 
@@ -142,9 +136,11 @@ def choose_anchor(doc: Document, cursor: int, budget_chars: int) -> int:
         return 0
     step = max(1, budget_chars // 2)
     threshold = -(-(cursor - budget_chars) // step) * step
-    for start in _top_level_starts(doc):
-        if threshold <= start <= cursor:
-            return start
+    if doc.tree is not None:  # compare in bytes: one conversion each way, not one per node
+        lo_b, hi_b = doc.byte_offset(threshold), doc.byte_offset(cursor)
+        for child in doc.tree.root_node.children:
+            if lo_b <= child.start_byte <= hi_b:
+                return doc.char_offset(child.start_byte)
     # No node boundary fits: the start of the first line at or after the threshold.
     nl = doc.text.find("\n", threshold - 1, cursor)
     return nl + 1 if nl != -1 else cursor
@@ -161,11 +157,14 @@ def signature(doc: Document, node: Node) -> str:
     return head + " { ... }"
 
 
-def _outline(doc: Document, node: Node, depth: int = 0) -> list[tuple[int, str, str]]:
-    """(start offset, name, signature) of definitions in `node`, one level into classes."""
+def _outline(doc: Document, node: Node, limit: int, depth: int = 0) -> list[tuple[int, str, str]]:
+    """(start byte, name, signature) of definitions in `node` starting before byte `limit`,
+    one level into classes."""
     kinds = DEFINITIONS.get(doc.language, frozenset())
     out: list[tuple[int, str, str]] = []
     for child in node.children:
+        if child.start_byte >= limit:
+            break
         target = child
         if child.type in ("decorated_definition", "export_statement"):
             target = next((c for c in child.children if c.type in kinds), child)
@@ -174,13 +173,13 @@ def _outline(doc: Document, node: Node, depth: int = 0) -> list[tuple[int, str, 
             name = doc.source[name_node.start_byte : name_node.end_byte].decode() if name_node else ""
             sig = signature(doc, target)
             pad = "    " * depth
-            out.append((doc.char_offset(target.start_byte), name, pad + sig.replace("\n", "\n" + pad)))
+            out.append((target.start_byte, name, pad + sig.replace("\n", "\n" + pad)))
             body = target.child_by_field_name("body")
             if depth == 0 and body is not None and target.type not in ("function_definition", "function_item",
                                                                      "function_declaration", "method_declaration"):
-                out.extend(_outline(doc, body, depth + 1))
+                out.extend(_outline(doc, body, limit, depth + 1))
         elif depth == 0 and child.type in ("declaration_list", "class_body"):
-            out.extend(_outline(doc, child, depth))
+            out.extend(_outline(doc, child, limit, depth))
     return out
 
 
@@ -191,18 +190,20 @@ def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: in
     """Imports and signatures of definitions before `anchor`, called ones first, in file order."""
     if doc.tree is None or budget_chars <= 0 or anchor <= 0:
         return ""
-    lo = anchor
+    lo = doc.byte_offset(anchor)  # positions below are bytes
     parts: list[tuple[int, str]] = []
     used = 0
     for child in doc.tree.root_node.children:
-        if child.type in IMPORTS and doc.char_offset(child.start_byte) < lo:
+        if child.start_byte >= lo:
+            break
+        if child.type in IMPORTS:
             text = doc.source[child.start_byte : child.end_byte].decode("utf-8", "replace")
             if used + len(text) + 1 > budget_chars // 2:
                 break
-            parts.append((doc.char_offset(child.start_byte), text))
+            parts.append((child.start_byte, text))
             used += len(text) + 1
     called = set(_CALL.findall(scope_text))
-    outline = [d for d in _outline(doc, doc.tree.root_node) if d[0] < lo]
+    outline = _outline(doc, doc.tree.root_node, lo)
     ranked = sorted(outline, key=lambda d: (d[1] not in called, d[0]))
     chosen: list[tuple[int, str]] = []
     for start, _name, sig in ranked:

@@ -40,9 +40,13 @@ class Document:
         doc = cls(uri, lang, version, text, None, parse_limit)
         return doc._with_tree(None)
 
-    @property
+    @cached_property
     def is_binary(self) -> bool:
         return "\x00" in self.text
+
+    @cached_property
+    def is_ascii(self) -> bool:
+        return self.text.isascii()
 
     @cached_property
     def source(self) -> bytes:
@@ -79,11 +83,11 @@ class Document:
         return Document(self.uri, self.language, version, text, None, self.parse_limit)._with_tree(None)
 
     def byte_offset(self, offset: int) -> int:
-        if self.text.isascii():
+        if self.is_ascii:
             return offset
         return len(self.text[:offset].encode("utf-8", "surrogatepass"))
 
     def char_offset(self, byte_offset: int) -> int:
-        if self.text.isascii():
+        if self.is_ascii:
             return byte_offset
         return len(self.source[:byte_offset].decode("utf-8", "surrogatepass"))

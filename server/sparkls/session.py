@@ -92,6 +92,21 @@ class Session:
             await self.engine.close()
 
     # -- requests --------------------------------------------------------------------------------
+    async def suggest(self, doc: Document, cursor: int, invoked: bool = False) -> pipeline.Suggestion:
+        """The suggestion at `cursor` of a snapshot: one shared job per (version, cursor, invoked)."""
+
+        async def compute() -> pipeline.Suggestion:
+            template = await self.template()
+            s = await pipeline.suggest(doc, cursor, self.settings, self.start_engine(), template,
+                                       self._typeahead.get(doc.uri), invoked=invoked)
+            log.info(pipeline.log_line(s))
+            self.record(s)
+            if s.source == "model":
+                self.remember(doc.uri, doc.text, cursor, s.text)
+            return s
+
+        return await self.wait(self.job(doc.uri, (doc.version, cursor, invoked), compute))
+
     def job(self, uri: str, key: tuple[int, int, bool], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
         """The computation for (document version, cursor) of `uri`: shared by identical requests
         (an editor asking inline and classic completion at once), and superseding older ones."""
@@ -115,9 +130,6 @@ class Session:
             raise
         finally:
             job.waiters -= 1
-
-    def cached(self, uri: str) -> typeahead.Remembered | None:
-        return self._typeahead.get(uri)
 
     def remember(self, uri: str, text: str, cursor: int, suggestion: str) -> None:
         entry = typeahead.remember(uri, text, cursor, suggestion)

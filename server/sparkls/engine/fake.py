@@ -47,6 +47,11 @@ class FakeEngine:
             n = 0
             t1 = time.perf_counter()
             ttft = 0.0
+
+            def stats(reason: str) -> GenerationStats:
+                return GenerationStats(
+                    prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
+                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason)
             try:
                 for i in range(0, len(text), self.chars_per_token):
                     if request.id in self._aborts:
@@ -61,17 +66,13 @@ class FakeEngine:
                     yield Delta(text[i : i + self.chars_per_token])
             except (asyncio.CancelledError, GeneratorExit):
                 await self.abort(request.id)
-                self.completed.append((request.id, GenerationStats(
-                    prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
-                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason="abort")))
+                self.completed.append((request.id, stats("abort")))
                 raise
             reason = "abort" if request.id in self._aborts else ("length" if n >= request.max_tokens else "stop")
             self.finished.append(request.id)
-            stats = GenerationStats(
-                prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
-                decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason)
-            self.completed.append((request.id, stats))
-            yield Finished(stats)
+            final = stats(reason)
+            self.completed.append((request.id, final))
+            yield Finished(final)
 
     async def abort(self, request_id: str) -> None:
         if request_id not in self._aborts:

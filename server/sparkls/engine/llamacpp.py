@@ -84,6 +84,7 @@ class LlamaCppEngine:
         self.options = options
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamacpp")
         self._llm: Any = None
+        self._is_eog: Any = None
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
         self._cancels: dict[str, threading.Event] = {}
@@ -93,7 +94,10 @@ class LlamaCppEngine:
     # -- worker thread ---------------------------------------------------------------------------
     def _load(self) -> None:
         try:
+            import llama_cpp
             from llama_cpp import Llama  # lazy: only this backend needs llama.cpp
+
+            self._is_eog = llama_cpp.llama_vocab_is_eog
 
             self.model_path = str(resolve_model_path(self.options.model_path, self.options.model))
             threads = self.options.threads or default_threads()
@@ -149,8 +153,6 @@ class LlamaCppEngine:
         ttft = 0.0
         reason = "length"
         t_first = time.perf_counter()
-        import llama_cpp
-
         vocab = llm._model.vocab
         for tok in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
             if cancel.is_set():
@@ -160,7 +162,7 @@ class LlamaCppEngine:
                 t_first = time.perf_counter()
                 ttft = (t_first - started) * 1000
             n += 1
-            if llama_cpp.llama_vocab_is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
+            if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
                 reason = "stop"
                 break
             piece = utf8.push(llm.detokenize([tok], special=True))

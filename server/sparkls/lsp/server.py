@@ -153,19 +153,8 @@ def create_server() -> SparkServer:
         if doc.is_binary:
             log.info("no suggestion: %s looks binary", uri)
             return None
-
-        async def compute() -> pipeline.Suggestion:
-            template = await session.template()
-            s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
-                                       session.cached(uri), invoked=invoked)
-            log.info(pipeline.log_line(s))
-            session.record(s)
-            if s.source == "model":
-                session.remember(uri, doc.text, cursor, s.text)
-            return s
-
         try:
-            s = await session.wait(session.job(uri, (doc.version, cursor, invoked), compute))
+            s = await session.suggest(doc, cursor, invoked)
         except asyncio.CancelledError:
             log.info("request for %s cancelled or superseded", uri)
             raise
