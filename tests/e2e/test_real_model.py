@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from lsprotocol import types
 
+from tests.conftest import require
 from tests.e2e.lsp_client import inline_params, lsp, metrics, open_doc, position
 
 pytestmark = pytest.mark.model
@@ -21,7 +22,7 @@ def count_evens(numbers: list[int]) -> int:
 
 
 async def test_inline_completion_from_the_real_model_is_scoped_and_timed():
-    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed")
+    require("llama_cpp", "the embedded engine")
     async with lsp(options={"engine": "llamacpp", "threads": 1}) as (c, _):
         uri = "file:///w/evens.py"
         open_doc(c, uri, SRC)

@@ -23,5 +23,20 @@ def create_engine(settings: Settings) -> Engine:
 
         return LlamaCppEngine(LlamaCppOptions(
             model_path=settings.model_path, model=settings.model, n_ctx=settings.context_size,
-            threads=settings.threads, reuse_cache=settings.kv_cache))
+            threads=settings.threads, reuse_cache=settings.kv_cache, priority=settings.priority_scheduling))
+    if settings.engine == "vllm":
+        from sparkls.engine.vllm import VllmEngine, VllmOptions
+
+        return VllmEngine(VllmOptions(
+            model=settings.model_path, max_model_len=settings.context_size, prefix_caching=settings.kv_cache,
+            priority_scheduling=settings.priority_scheduling, block_size=settings.vllm_block_size,
+            kv_cache_mb=settings.vllm_kv_cache_mb, max_num_seqs=settings.vllm_max_num_seqs,
+            speculation=settings.speculation, speculative_tokens=settings.speculative_tokens))
+    if settings.engine == "openai":
+        from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
+
+        return OpenAIEngine(OpenAIOptions(
+            url=settings.openai_url, model=settings.openai_model, api_key=settings.openai_api_key,
+            timeout_s=settings.openai_timeout_s, retries=settings.openai_retries,
+            send_priority=settings.priority_scheduling))
     raise EngineError(f"unknown engine {settings.engine!r}")

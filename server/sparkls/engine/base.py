@@ -1,16 +1,21 @@
 """The one small engine interface: stream a generation, abort it, report health.
 
-Every backend (llama.cpp in-process, the deterministic fake; vLLM and remote servers later)
-implements `Engine`. The stream yields `Delta`s and ends with exactly one `Finished` carrying the
-request's statistics. Closing the stream early (the consumer stops, or its task is cancelled)
-aborts the generation in the backend before the exception propagates.
+Every backend (llama.cpp in-process, vLLM in-process, a remote OpenAI-compatible server, the
+deterministic fake) implements `Engine`. The stream yields `Delta`s and ends with exactly one
+`Finished` carrying the request's statistics. Closing the stream early (the consumer stops, or its
+task is cancelled) aborts the generation in the backend before the exception propagates.
+
+One priority model serves every engine: a request's `Priority` class (interactive > code action >
+background) is a vLLM priority as is (lower is more urgent), and the single-sequence llama.cpp
+engine gets the same order, with preemption, from `engine/scheduler.py`.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import itertools
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -21,13 +26,33 @@ def new_request_id(prefix: str = "req") -> str:
     return f"{prefix}-{next(_ids)}"
 
 
+class Priority(enum.IntEnum):
+    """Request classes, most urgent first; the value is the vLLM priority (lower runs first)."""
+
+    INTERACTIVE = 0  # inline completion, completion, a redirect: the user is waiting
+    CODE_ACTION = 1  # a chosen code action
+    BACKGROUND = 2  # next-edit prefetch, anything nobody waits for yet
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+def priority_label(priority: int) -> str:
+    try:
+        return Priority(priority).label
+    except ValueError:
+        return f"priority-{priority}"
+
+
 @dataclass(frozen=True)
 class GenerationRequest:
     prompt: str
     max_tokens: int = 64
     stop: tuple[str, ...] = ()
     temperature: float = 0.0
-    priority: int = 0  # lower is more urgent (vLLM's convention)
+    priority: int = Priority.INTERACTIVE  # lower is more urgent (vLLM's convention)
+    rewrite: bool = False  # the output mostly repeats the prompt (edits): speculation pays off
     id: str = field(default_factory=new_request_id)
 
 
@@ -46,6 +71,8 @@ class GenerationStats:
     decode_tokens: int = 0
     decode_ms: float = 0.0
     finish_reason: str = "stop"  # stop | length | abort | error
+    priority: int = Priority.INTERACTIVE
+    preemptions: int = 0  # times a more urgent request paused (llama.cpp) or preempted (vLLM) this one
 
     @property
     def decode_tps(self) -> float:
@@ -63,6 +90,7 @@ class Health:
     engine: str
     model: str = ""
     detail: str = ""
+    stats: Mapping[str, float] = field(default_factory=dict)  # engine-wide counters (cache hits, preemptions)
 
 
 Event = Delta | Finished

@@ -1,10 +1,13 @@
 """The embedded CPU engine: llama.cpp in-process through llama-cpp-python.
 
-One worker thread owns the `Llama` object (it is not thread-safe); requests queue for it in
-arrival order. Each generation checks its cancel flag before every prefill chunk and every token,
-so an abort stops the engine within one token (or one chunk of `prefill_chunk` prompt tokens).
-Consecutive prompts reuse the KV cache of their common token prefix: only the tokens after the
-first difference are evaluated. `llama_cpp` is imported lazily, here only.
+One worker thread owns the `Llama` object (it is not thread-safe); requests queue for it in a
+`PriorityScheduler` (interactive > code action > background, FIFO within a class). Each generation
+checks its cancel flag before every prefill chunk and every token, so an abort stops the engine
+within one token (or one chunk of `prefill_chunk` prompt tokens); at the same points it yields to a
+more urgent waiting request: it is paused (prompt and generated tokens kept), and resumes later
+from where it stopped, so its consumer just sees a slower stream. Consecutive prompts reuse the KV
+cache of their common token prefix: only the tokens after the first difference are evaluated.
+`llama_cpp` is imported lazily, here only.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sparkls.engine.base import (
@@ -30,6 +33,7 @@ from sparkls.engine.base import (
     Health,
 )
 from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
+from sparkls.engine.scheduler import PriorityScheduler
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,7 @@ class LlamaCppOptions:
     n_batch: int = 256
     prefill_chunk: int = 64
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
+    priority: bool = True  # False: first come, first served, no preemption
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -77,21 +82,66 @@ class _Utf8Stream:
         return ""
 
 
+@dataclass(eq=False)
+class _Job:
+    """A request and its progress, kept across pauses."""
+
+    req: GenerationRequest
+    cancel: threading.Event
+    emit: Callable[[Event | BaseException], None]
+    enqueued: float
+    arrival: int = -1
+    tokens: list[int] | None = None  # prompt tokens, then the generated ones appended
+    prompt_tokens: int = 0
+    reused: int = 0  # prompt tokens whose KV came from the cache on the first run
+    queue_ms: float = 0.0  # waiting, before the first run and while paused
+    busy_ms: float = 0.0  # running, over all runs
+    prefill_ms: float = 0.0
+    ttft_ms: float = 0.0
+    generated: int = 0
+    text: str = ""
+    utf8: _Utf8Stream = field(default_factory=_Utf8Stream)
+    t_first: float = 0.0
+    last_stop: float = 0.0  # when it was queued or paused last
+    preemptions: int = 0
+
+    def stats(self, reason: str) -> GenerationStats:
+        decode_ms = (time.perf_counter() - self.t_first) * 1000 if self.generated else 0.0
+        return GenerationStats(self.prompt_tokens, self.reused, self.queue_ms, self.prefill_ms, self.ttft_ms,
+                               self.generated, decode_ms, reason, self.req.priority, self.preemptions)
+
+
 class LlamaCppEngine:
     name = "llamacpp"
 
     def __init__(self, options: LlamaCppOptions) -> None:
         self.options = options
-        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="llamacpp")
         self._llm: Any = None
         self._is_eog: Any = None
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
         self._cancels: dict[str, threading.Event] = {}
         self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
-        self._loaded = self._executor.submit(self._load)
+        self._sched: PriorityScheduler[_Job] = PriorityScheduler()
+        self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._thread = threading.Thread(target=self._worker, name="llamacpp", daemon=True)
+        self._thread.start()
+
+    def _priority(self, req: GenerationRequest) -> int:
+        return int(req.priority) if self.options.priority else 0
 
     # -- worker thread ---------------------------------------------------------------------------
+    def _worker(self) -> None:
+        self._load()
+        self._loaded.set_result(None)
+        while (item := self._sched.take()) is not None:
+            job = item[2]
+            try:
+                self._run(job)
+            except BaseException as e:
+                log.exception("generation %s failed", job.req.id)
+                job.emit(e)
+
     def _load(self) -> None:
         try:
             import llama_cpp
@@ -117,70 +167,96 @@ class LlamaCppEngine:
             self._load_error = e
             log.exception("llama.cpp failed to load %s", self.model_path)
 
-    def _run(self, req: GenerationRequest, cancel: threading.Event, emit_: Any, enqueued: float) -> None:
-        def emit(item: Any) -> None:
-            if isinstance(item, Finished):
-                self.completed.append((req.id, item.stats))
-            emit_(item)
+    def _finish(self, job: _Job, reason: str) -> None:
+        stats = job.stats(reason)
+        self.completed.append((job.req.id, stats))
+        job.emit(Finished(stats))
 
+    def _pause(self, job: _Job, now: float) -> None:
+        """A more urgent request waits: put this one back at its place; it resumes from its tokens."""
+        job.preemptions += 1
+        self._sched.preemptions += 1
+        job.last_stop = now
+        log.debug("%s paused for a more urgent request", job.req.id)
+        self._sched.submit(self._priority(job.req), job, job.arrival)
+
+    def _run(self, job: _Job) -> None:
+        req, cancel = job.req, job.cancel
         started = time.perf_counter()
-        queue_ms = (started - enqueued) * 1000
+        job.queue_ms += (started - job.last_stop) * 1000
         llm = self._llm
         if llm is None:
             raise EngineError(f"model not loaded: {self._load_error}")
         if cancel.is_set():
-            emit(Finished(GenerationStats(queue_ms=queue_ms, finish_reason="abort")))
+            self._finish(job, "abort")
             return
-        tokens = llm.tokenize(req.prompt.encode("utf-8"), add_bos=False, special=True)
-        room = self.options.n_ctx - req.max_tokens - 1
-        if len(tokens) > room:  # keep the end (cursor side) of an over-long prompt
-            tokens = tokens[len(tokens) - room :]
+        first_run = job.tokens is None
+        if job.tokens is None:
+            tokens = llm.tokenize(req.prompt.encode("utf-8"), add_bos=False, special=True)
+            room = self.options.n_ctx - req.max_tokens - 1
+            if len(tokens) > room:  # keep the end (cursor side) of an over-long prompt
+                tokens = tokens[len(tokens) - room :]
+            job.tokens = tokens
+            job.prompt_tokens = len(tokens)
+        tokens = job.tokens
         cached = list(llm.input_ids[: llm.n_tokens])
         reused = min(common_prefix(cached, tokens), len(tokens) - 1) if self.options.reuse_cache else 0
+        if first_run:
+            job.reused = min(reused, job.prompt_tokens)
         llm.n_tokens = reused
         llm._ctx.kv_cache_seq_rm(-1, reused, -1)
+
+        def ran_ms() -> float:
+            return job.busy_ms + (time.perf_counter() - started) * 1000
+
+        def must_stop() -> bool:
+            """Cancelled (finish as abort) or outranked (pause); checked between chunks and tokens."""
+            if cancel.is_set():
+                job.busy_ms = ran_ms()
+                self._finish(job, "abort")
+                return True
+            if self._sched.should_yield(self._priority(req)):
+                job.busy_ms = ran_ms()
+                self._pause(job, time.perf_counter())
+                return True
+            return False
+
         chunk = self.options.prefill_chunk
         for i in range(reused, len(tokens), chunk):
-            if cancel.is_set():
-                emit(Finished(GenerationStats(len(tokens), reused, queue_ms,
-                                              (time.perf_counter() - started) * 1000, finish_reason="abort")))
+            if must_stop():
                 return
             llm.eval(tokens[i : i + chunk])
-        prefill_ms = (time.perf_counter() - started) * 1000
-        utf8 = _Utf8Stream()
-        text = ""
-        n = 0
-        ttft = 0.0
+        if job.generated == 0:
+            job.prefill_ms = ran_ms()
         reason = "length"
-        t_first = time.perf_counter()
         vocab = llm._model.vocab
         for tok in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
-            if cancel.is_set():
-                reason = "abort"
-                break
-            if n == 0:
-                t_first = time.perf_counter()
-                ttft = (t_first - started) * 1000
-            n += 1
+            if job.generated == 0:
+                job.t_first = time.perf_counter()
+                job.ttft_ms = ran_ms()
+            job.generated += 1
             if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
                 reason = "stop"
                 break
-            piece = utf8.push(llm.detokenize([tok], special=True))
+            tokens.append(tok)  # a pause resumes from here
+            piece = job.utf8.push(llm.detokenize([tok], special=True))
             if piece:
-                text += piece
-                hit = next((s for s in req.stop if s in text), None)
+                job.text += piece
+                hit = next((s for s in req.stop if s in job.text), None)
                 if hit is not None:
-                    cut = text.index(hit)
-                    keep = piece[: max(0, len(piece) - (len(text) - cut))]
+                    cut = job.text.index(hit)
+                    keep = piece[: max(0, len(piece) - (len(job.text) - cut))]
                     if keep:
-                        emit(Delta(keep))
+                        job.emit(Delta(keep))
                     reason = "stop"
                     break
-                emit(Delta(piece))
-            if n >= req.max_tokens:
+                job.emit(Delta(piece))
+            if job.generated >= req.max_tokens:
                 break
-        decode_ms = (time.perf_counter() - t_first) * 1000
-        emit(Finished(GenerationStats(len(tokens), reused, queue_ms, prefill_ms, ttft, n, decode_ms, reason)))
+            if must_stop():
+                return
+        job.busy_ms = ran_ms()
+        self._finish(job, reason)
 
     # -- event loop side -------------------------------------------------------------------------
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
@@ -192,15 +268,9 @@ class LlamaCppEngine:
         def emit(item: Event | BaseException) -> None:
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
-        def job() -> None:
-            try:
-                self._run(request, cancel, emit, enqueued)
-            except BaseException as e:
-                log.exception("generation %s failed", request.id)
-                emit(e)
-
-        enqueued = time.perf_counter()
-        self._executor.submit(job)
+        now = time.perf_counter()
+        job = _Job(request, cancel, emit, now, last_stop=now)
+        job.arrival = self._sched.submit(self._priority(request), job)
         try:
             while True:
                 item = await queue.get()
@@ -224,12 +294,13 @@ class LlamaCppEngine:
         await asyncio.wrap_future(self._loaded)
 
     async def health(self) -> Health:
+        stats = {"preemptions": float(self._sched.preemptions), "waiting": float(self._sched.waiting())}
         if not self._loaded.done():
-            return Health(False, self.name, self.model_path, "loading")
+            return Health(False, self.name, self.model_path, "loading", stats)
         if self._llm is None:
-            return Health(False, self.name, self.model_path, f"load failed: {self._load_error}")
+            return Health(False, self.name, self.model_path, f"load failed: {self._load_error}", stats)
         threads = self.options.threads or default_threads()
-        return Health(True, self.name, self.model_path, f"threads={threads} n_ctx={self.options.n_ctx}")
+        return Health(True, self.name, self.model_path, f"threads={threads} n_ctx={self.options.n_ctx}", stats)
 
     def model_metadata(self) -> dict[str, str]:
         if self._llm is None:
@@ -239,4 +310,6 @@ class LlamaCppEngine:
     async def close(self) -> None:
         for ev in self._cancels.values():
             ev.set()
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        for job in self._sched.drain():
+            job.cancel.set()
+        self._sched.close()

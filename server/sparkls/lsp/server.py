@@ -185,14 +185,14 @@ def create_server() -> SparkServer:
         return convert.completion_items(*found, ls.session.encoding)
 
     @server.feature("sparkls/metrics")
-    def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
-        """Recent suggestions with per-stage timings, and the engine's recent requests."""
-        return ls.session.metrics()
+    async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
+        """Recent suggestions with per-stage timings, the engine's recent requests, per-class summary."""
+        return await ls.session.metrics()
 
     @server.feature("sparkls/health")
     async def health(ls: SparkServer, params: Any) -> dict[str, object]:
         engine = ls.session.start_engine()
         h = await engine.health()
-        return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail}
+        return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats)}
 
     return server

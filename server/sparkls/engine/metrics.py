@@ -1,0 +1,55 @@
+"""Engine metrics per request class, from the statistics every engine keeps (pure).
+
+Any engine's `completed` deque of (request id, `GenerationStats`) becomes, per request class
+(interactive, code action, background): how many requests, how many aborted, queue time and TTFT
+percentiles, decode tokens/s, the share of prompt tokens served from the KV/prefix cache, and
+preemptions. `sparkls/metrics`, the per-request log line and `sparkls doctor` all use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sparkls.engine.base import GenerationStats, priority_label
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    rank = max(1, min(len(ordered), round(q / 100 * len(ordered) + 0.5)))
+    return ordered[rank - 1]
+
+
+def summarize(completed: Iterable[tuple[str, GenerationStats]]) -> dict[str, dict[str, Any]]:
+    groups: dict[str, list[GenerationStats]] = {}
+    for _rid, st in completed:
+        groups.setdefault(priority_label(st.priority), []).append(st)
+    out: dict[str, dict[str, Any]] = {}
+    for label, stats in sorted(groups.items()):
+        served = [s for s in stats if s.decode_tokens > 0]
+        prompt = sum(s.prompt_tokens for s in stats)
+        out[label] = {
+            "requests": len(stats),
+            "aborted": sum(s.finish_reason == "abort" for s in stats),
+            "queue_ms_p50": percentile([s.queue_ms for s in stats], 50),
+            "ttft_ms_p50": percentile([s.ttft_ms for s in served], 50),
+            "ttft_ms_p90": percentile([s.ttft_ms for s in served], 90),
+            "decode_tps_p50": percentile([s.decode_tps for s in served if s.decode_ms > 0], 50),
+            "prompt_tokens": prompt,
+            "cache_hit_rate": sum(s.reused_tokens for s in stats) / prompt if prompt else 0.0,
+            "preemptions": sum(s.preemptions for s in stats),
+        }
+    return out
+
+
+def summary_line(summary: dict[str, dict[str, Any]]) -> str:
+    """One log line: `interactive n=12 ttft_p50=180ms hit=93% tps=38 preempted=0 | background ...`."""
+    parts = []
+    for label, m in summary.items():
+        parts.append(f"{label} n={m['requests']} aborted={m['aborted']} queue_p50={m['queue_ms_p50']:.0f}ms "
+                     f"ttft_p50={m['ttft_ms_p50']:.0f}ms hit={m['cache_hit_rate']:.0%} "
+                     f"tps={m['decode_tps_p50']:.0f} preempted={m['preemptions']}")
+    return " | ".join(parts) or "no requests yet"

@@ -1,0 +1,242 @@
+"""The embedded vLLM engine: `AsyncLLM` (vLLM's v1 async engine) in-process.
+
+Built with prefix caching and priority scheduling: a request's `Priority` is passed as vLLM's
+priority, so interactive work is scheduled before code actions and background prefetches, and
+preempts them when KV blocks run out. Outputs stream as deltas. When the consumer stops or is
+cancelled, the vLLM request is aborted (`AsyncLLM.abort`) before the exception propagates. n-gram
+(prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
+
+Construction blocks for tens of seconds (engine-core process start, weights, warm-up), so it
+runs in a thread started by the constructor, never on `initialize`; `ready()` awaits it. `vllm`
+is imported lazily, in that thread, and only here. vLLM logs to stdout by default, which would
+corrupt a stdio language server: `VLLM_LOGGING_STREAM` is pointed at stderr before the import
+(and `sparkls serve` points fd 1 at stderr for the whole process tree anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import os
+import threading
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkls.engine.base import (
+    Delta,
+    EngineError,
+    Event,
+    Finished,
+    GenerationRequest,
+    GenerationStats,
+    Health,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VllmOptions:
+    model: str = ""  # an HF checkpoint directory (or a model vLLM can load on this device)
+    tokenizer: str = ""
+    max_model_len: int = 4096
+    prefix_caching: bool = True
+    priority_scheduling: bool = True
+    block_size: int = 0  # 0: vLLM's default (16 on GPU, 128 on CPU); smaller blocks reuse more of a prompt
+    kv_cache_mb: int = 0  # 0: vLLM's default
+    max_num_seqs: int = 0  # 0: vLLM's default
+    speculation: str = "off"  # "ngram": prompt-lookup speculative decoding (pays off on rewrites)
+    speculative_tokens: int = 4
+    dtype: str = "auto"
+    extra_args: Mapping[str, Any] = field(default_factory=dict)  # any other AsyncEngineArgs field
+
+
+CPU_KV_CACHE_MB = 1024  # vLLM on CPU otherwise reserves 92% of the node's memory for the KV cache
+
+
+def engine_args(o: VllmOptions, on_cpu: bool = False) -> dict[str, Any]:
+    """The `AsyncEngineArgs` keyword arguments for these options (pure)."""
+    args: dict[str, Any] = {
+        "model": o.model, "enable_prefix_caching": o.prefix_caching, "max_model_len": o.max_model_len,
+        "scheduling_policy": "priority" if o.priority_scheduling else "fcfs",
+        "distributed_executor_backend": "uni",  # one device, no worker processes (extra_args may say otherwise)
+    }
+    kv_mb = o.kv_cache_mb or (CPU_KV_CACHE_MB if on_cpu else 0)
+    if o.tokenizer:
+        args["tokenizer"] = o.tokenizer
+    if o.block_size:
+        args["block_size"] = o.block_size
+    if kv_mb:
+        args["kv_cache_memory_bytes"] = kv_mb * 2**20
+    if o.max_num_seqs:
+        args["max_num_seqs"] = o.max_num_seqs
+    if o.dtype != "auto":
+        args["dtype"] = o.dtype
+    if o.speculation == "ngram":
+        args["speculative_config"] = {"method": "ngram", "num_speculative_tokens": o.speculative_tokens,
+                                      "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    args.update(o.extra_args)
+    return args
+
+
+def _stat_logger_factory(counters: dict[str, float]) -> Any:
+    """A vLLM stat logger that adds engine-wide counters into `counters` (built after the import)."""
+    from vllm.v1.metrics.loggers import StatLoggerBase
+
+    class Counters(StatLoggerBase):
+        def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
+            pass
+
+        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
+                   engine_idx: int = 0) -> None:
+            if scheduler_stats is not None:
+                pc = scheduler_stats.prefix_cache_stats
+                counters["prefix_cache_queries"] += pc.queries
+                counters["prefix_cache_hits"] += pc.hits
+                counters["running"] = scheduler_stats.num_running_reqs
+                counters["waiting"] = scheduler_stats.num_waiting_reqs
+                counters["kv_cache_usage"] = scheduler_stats.kv_cache_usage
+                spec = scheduler_stats.spec_decoding_stats
+                if spec is not None:
+                    counters["spec_drafts"] += spec.num_drafts
+                    counters["spec_draft_tokens"] += spec.num_draft_tokens
+                    counters["spec_accepted_tokens"] += spec.num_accepted_tokens
+            if iteration_stats is not None:
+                counters["preemptions"] += iteration_stats.num_preempted_reqs
+
+        def log_engine_initialized(self) -> None:
+            pass
+
+    return Counters
+
+
+class VllmEngine:
+    name = "vllm"
+
+    def __init__(self, options: VllmOptions) -> None:
+        self.options = options
+        self._llm: Any = None
+        self._load_error: BaseException | None = None
+        self._running: set[str] = set()
+        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self.counters: dict[str, float] = collections.defaultdict(float)
+        self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
+        threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
+
+    def _load(self) -> None:
+        try:
+            if not self.options.model:
+                raise EngineError("the vllm engine needs `modelPath`: an HF checkpoint directory "
+                                  "(convert a GGUF with `sparkls convert-model`)")
+            os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # before vllm is imported
+            from vllm import AsyncEngineArgs  # lazy: only this backend needs vLLM
+            from vllm.platforms import current_platform
+            from vllm.v1.engine.async_llm import AsyncLLM
+
+            t0 = time.perf_counter()
+            args = AsyncEngineArgs(**engine_args(self.options, on_cpu=current_platform.is_cpu()))
+            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
+            log.info("vLLM engine ready in %.1fs: %s", time.perf_counter() - t0, self.options.model)
+        except BaseException as e:
+            self._load_error = e
+            log.exception("vLLM failed to start for %s", self.options.model)
+        finally:
+            self._loaded.set_result(None)
+
+    async def ready(self) -> None:
+        await asyncio.wrap_future(self._loaded)
+
+    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+        t0 = time.perf_counter()
+        await self.ready()
+        llm = self._llm
+        if llm is None:
+            raise EngineError(f"vLLM engine not available: {self._load_error}")
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        params = SamplingParams(
+            max_tokens=request.max_tokens, temperature=request.temperature, stop=list(request.stop) or None,
+            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
+        # Tokenized here so that an over-long prompt keeps its end (the cursor side), as in llama.cpp.
+        ids = llm.get_tokenizer().encode(request.prompt, add_special_tokens=False)
+        room = max(1, self.options.max_model_len - request.max_tokens - 1)
+        priority = int(request.priority) if self.options.priority_scheduling else 0
+        self._running.add(request.id)
+        gen = llm.generate({"prompt_token_ids": ids[-room:]}, params, request_id=request.id, priority=priority)
+        sent = time.perf_counter()
+        t_first = 0.0
+        n = 0
+        last: Any = None
+        try:
+            async for out in gen:
+                last = out
+                completion = out.outputs[0]
+                n += len(completion.token_ids)
+                if completion.text:
+                    if not t_first:
+                        t_first = time.perf_counter()
+                    yield Delta(completion.text)
+                if out.finished:
+                    break
+        except (asyncio.CancelledError, GeneratorExit):
+            await llm.abort(request.id)  # free the engine before the cancellation propagates
+            self._record(request, last, t0, sent, t_first, n, "abort")
+            raise
+        except Exception as e:  # a rejected request or a dead engine: one clear error for the caller
+            self._record(request, last, t0, sent, t_first, n, "error")
+            raise EngineError(f"vLLM: {type(e).__name__}: {e}") from e
+        finally:
+            self._running.discard(request.id)
+            await gen.aclose()
+        reason = "abort"
+        if last is not None and last.outputs[0].finish_reason in ("stop", "length"):
+            reason = last.outputs[0].finish_reason
+        yield Finished(self._record(request, last, t0, sent, t_first, n, reason))
+
+    def _record(self, req: GenerationRequest, out: Any, t0: float, sent: float, t_first: float, n: int,
+                reason: str) -> GenerationStats:
+        now = time.perf_counter()
+        wall_ttft = ((t_first or now) - sent) * 1000
+        m = getattr(out, "metrics", None)
+        engine_ttft = wall_ttft
+        if m is not None and m.first_token_ts and m.scheduled_ts:
+            engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
+        stats = GenerationStats(
+            prompt_tokens=len(out.prompt_token_ids or ()) if out is not None else 0,
+            reused_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+            queue_ms=(sent - t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft, ttft_ms=engine_ttft,
+            decode_tokens=n, decode_ms=(now - t_first) * 1000 if t_first else 0.0, finish_reason=reason,
+            priority=req.priority, preemptions=int(getattr(m, "num_preemptions", 0) or 0))
+        self.completed.append((req.id, stats))
+        return stats
+
+    async def abort(self, request_id: str) -> None:
+        if request_id in self._running and self._llm is not None:
+            await self._llm.abort(request_id)
+
+    async def health(self) -> Health:
+        o = self.options
+        if not self._loaded.done():
+            return Health(False, self.name, o.model, "starting", dict(self.counters))
+        if self._llm is None:
+            return Health(False, self.name, o.model, f"failed to start: {self._load_error}", dict(self.counters))
+        detail = (f"prefix_caching={o.prefix_caching} policy={'priority' if o.priority_scheduling else 'fcfs'} "
+                  f"block_size={self._llm.vllm_config.cache_config.block_size} speculation={o.speculation}")
+        return Health(True, self.name, o.model, detail, dict(self.counters))
+
+    def model_metadata(self) -> dict[str, str]:
+        if self._llm is None:
+            return {}
+        return {"general.architecture": str(self._llm.model_config.hf_config.model_type),
+                "general.name": self.options.model}
+
+    async def close(self) -> None:
+        llm = self._llm
+        if llm is not None:
+            self._llm = None
+            await asyncio.to_thread(llm.shutdown)

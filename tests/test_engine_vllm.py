@@ -1,0 +1,149 @@
+"""The embedded vLLM engine (AsyncLLM) on a tiny random Qwen2 model, with the real engine on the CPU.
+
+Proves: deltas stream and end in one `Finished`; a repeated prefix is served from the prefix
+cache; cancelling the consumer aborts the vLLM request and frees the engine; with a small KV cache
+an interactive request preempts background ones under priority scheduling (and does not under
+first-come-first-served). Marked `vllm`: `pytest -m "not vllm"` skips them locally; CI runs them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+
+import pytest
+import pytest_asyncio
+from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority
+
+from tests.conftest import require
+from tests.servers import VLLM_TEST_ENV
+
+pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
+
+BODY = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(30))
+
+
+def prompt(tag: str, tail: str = "") -> str:
+    return f"<|fim_prefix|># {tag}\n{BODY}def main():\n    {tail}<|fim_suffix|>\n<|fim_middle|>"
+
+
+def make_engine(tiny_model, **options):
+    require("vllm", "the vllm engine")
+    os.environ.update(VLLM_TEST_ENV)  # read by the engine-core process vLLM spawns
+    from sparkls.engine.vllm import VllmEngine, VllmOptions
+
+    return VllmEngine(VllmOptions(model=str(tiny_model), block_size=32, kv_cache_mb=256, **options))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def engine(tiny_model):
+    eng = make_engine(tiny_model)
+    await eng.ready()
+    yield eng
+    await eng.close()
+
+
+async def collect(engine, request):
+    text, stats, events = "", None, 0
+    async for ev in engine.stream(request):
+        events += 1
+        if isinstance(ev, Delta):
+            text += ev.text
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    return text, stats, events
+
+
+async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
+    health = await engine.health()
+    assert health.ok, health.detail
+    assert "policy=priority" in health.detail and "block_size=32" in health.detail
+    assert engine.model_metadata()["general.architecture"] == "qwen2"
+    text, stats, events = await collect(engine, GenerationRequest(prompt("stream"), max_tokens=12))
+    assert stats is not None and stats.decode_tokens > 0 and stats.prompt_tokens > 300
+    assert events >= 3 and text  # several deltas, then the Finished
+
+
+async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
+    tag = uuid.uuid4().hex  # a prefix no earlier request had
+    before = dict((await engine.health()).stats)
+    _, cold, _ = await collect(engine, GenerationRequest(prompt(tag, "x"), max_tokens=4))
+    _, warm, _ = await collect(engine, GenerationRequest(prompt(tag, "xy"), max_tokens=4))
+    assert cold.reused_tokens == 0
+    # Whole 32-token blocks before the first difference (the cursor) come from the cache.
+    assert warm.reused_tokens >= warm.prompt_tokens - 2 * 32, warm
+    assert warm.reused_tokens % 32 == 0
+    after = (await engine.health()).stats
+    assert after["prefix_cache_hits"] - before.get("prefix_cache_hits", 0) >= warm.reused_tokens
+
+
+async def test_an_over_long_prompt_keeps_its_cursor_end(engine):
+    long = "<|fim_prefix|>" + BODY * 12 + "def main():\n    <|fim_suffix|>\n<|fim_middle|>"
+    _, stats, _ = await collect(engine, GenerationRequest(long, max_tokens=8))
+    assert stats.decode_tokens == 8 and stats.prompt_tokens == 4096 - 8 - 1
+
+
+async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_engine(engine):
+    req = GenerationRequest(prompt("long"), max_tokens=3000, id=f"long-{uuid.uuid4().hex[:6]}")
+    got = 0
+
+    async def consume():
+        nonlocal got
+        async for ev in engine.stream(req):
+            if isinstance(ev, Delta):
+                got += 1
+
+    task = asyncio.create_task(consume())
+    for _ in range(3000):
+        if got >= 5:
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Aborted before the cancellation propagated: nothing is left running in the engine.
+    assert engine._llm.get_num_unfinished_requests() == 0
+    (stats,) = [st for rid, st in engine.completed if rid == req.id]
+    assert stats.finish_reason == "abort" and stats.decode_tokens < 3000
+    _, nxt, _ = await collect(engine, GenerationRequest(prompt("next"), max_tokens=4))
+    assert nxt.decode_tokens == 4 and nxt.finish_reason == "length"
+    assert (await engine.health()).stats["running"] == 0
+
+
+async def run_under_load(engine):
+    """Six long background requests, then an interactive one; returns the finish order and stats."""
+    order: list[str] = []
+    stats = {}
+
+    async def one(name, priority, max_tokens, delay):
+        await asyncio.sleep(delay)
+        short = f"<|fim_prefix|># {name}\ndef main():\n    <|fim_suffix|>\n<|fim_middle|>"
+        req = GenerationRequest(short, max_tokens=max_tokens, priority=priority, id=name)
+        _, st, _ = await collect(engine, req)
+        stats[name] = st
+        order.append(name)
+
+    await asyncio.gather(*(one(f"bg{i}", Priority.BACKGROUND, 200, 0) for i in range(6)),
+                         one("ia", Priority.INTERACTIVE, 100, 0.05))
+    return order, stats
+
+
+@pytest.mark.parametrize("priority", [True, False], ids=["priority", "fcfs"])
+async def test_with_a_small_kv_cache_interactive_requests_preempt_background_ones(tiny_model, priority):
+    # 16 blocks of 32 tokens: six 200-token generations cannot all fit, so vLLM must preempt.
+    small = make_engine(tiny_model, priority_scheduling=priority, max_model_len=256,
+                        extra_args={"num_gpu_blocks_override": 16})
+    try:
+        await small.ready()
+        order, stats = await run_under_load(small)
+        background = sum(s.preemptions for name, s in stats.items() if name != "ia")
+        assert (await small.health()).stats["preemptions"] > 0
+        if priority:
+            assert order[0] == "ia", order  # it overtook all six
+            assert stats["ia"].preemptions == 0 and background > 0
+        else:
+            # First come, first served preempts the newest request: the interactive one.
+            assert stats["ia"].preemptions > 0 or order[0] != "ia", (order, stats["ia"])
+    finally:
+        await small.close()

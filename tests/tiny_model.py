@@ -1,0 +1,66 @@
+"""Build a tiny random Qwen2-architecture model locally (no hub): weights, config and a tokenizer.
+
+The tokenizer is a byte-level BPE trained here on sparkls' own sources, with Qwen2.5-Coder's FIM
+and file tokens as special tokens, so sparkls' Qwen FIM prompt renders and tokenizes as it would
+for the real model. The weights are random (seeded): the text it writes is nonsense, but it is a
+real model run by a real engine, and it rarely ends on its own, which abort tests want.
+
+Used by the vLLM tests and `benchmarks/engine_bench.py`: `build(dest)` writes a checkpoint dir
+that vLLM (or transformers) loads, and returns its path. Sizes are parameters so the benchmark can
+build a model whose prefill is long enough to measure.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+           "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _corpus() -> list[str]:
+    files = sorted((ROOT / "server" / "sparkls").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
+    return [f.read_text(encoding="utf-8") for f in files]
+
+
+def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_heads: int = 2,
+          intermediate: int = 256, vocab: int = 2048, max_positions: int = 8192, seed: int = 0) -> Path:
+    """Write the model to `dest` (skipped when a complete one with the same shape is already there)."""
+    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads,
+             "intermediate": intermediate, "vocab": vocab, "max_positions": max_positions, "seed": seed}
+    stamp = dest / "sparkls-tiny.json"
+    if stamp.is_file() and json.loads(stamp.read_text()) == shape:
+        return dest
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    dest.mkdir(parents=True, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab - len(SPECIAL), special_tokens=SPECIAL,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator(_corpus(), trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
+                                   additional_special_tokens=SPECIAL[1:])
+    fast.save_pretrained(dest)
+    eos = fast.convert_tokens_to_ids("<|endoftext|>")
+    config = Qwen2Config(
+        vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
+        tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos, torch_dtype="float32",
+        rope_theta=10000.0, use_sliding_window=False)
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(dest, safe_serialization=True)
+    stamp.write_text(json.dumps(shape))
+    return dest
+
+
+if __name__ == "__main__":
+    import sys
+
+    print(build(Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/sparkls-tiny")))
