@@ -1,9 +1,12 @@
 """Build a tiny random Qwen2-architecture model locally (no hub): weights, config and a tokenizer.
 
-The tokenizer is a byte-level BPE trained here on sparkls' own sources, with Qwen2.5-Coder's FIM
-and file tokens as special tokens, so sparkls' Qwen FIM prompt renders and tokenizes as it would
-for the real model. The weights are random (seeded): the text it writes is nonsense, but it is a
-real model run by a real engine, and it rarely ends on its own, which abort tests want.
+The tokenizer is a byte-level BPE trained here on a fixed synthetic corpus, with Qwen2.5-Coder's
+FIM and file tokens as special tokens (appended after the learned vocabulary), so sparkls' Qwen
+FIM prompt renders and tokenizes as it would for the real model. The weights are random (seeded)
+and do all the work of a real forward pass, but with `constant=True` (the default) the final norm's
+weight is zero, so every logit is 0 and greedy decoding always picks token id 0, an ordinary
+character: the model writes the same character until `max_tokens` and never stops on its own.
+That makes lengths deterministic and gives abort and priority tests long generations.
 
 Used by the vLLM tests and `benchmarks/engine_bench.py`: `build(dest)` writes a checkpoint dir
 that vLLM (or transformers) loads, and returns its path. Sizes are parameters so the benchmark can
@@ -21,14 +24,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _corpus() -> list[str]:
-    files = sorted((ROOT / "server" / "sparkls").rglob("*.py")) + sorted((ROOT / "tests").rglob("*.py"))
-    return [f.read_text(encoding="utf-8") for f in files]
+    """Fixed synthetic Python (the tokenizer, hence the model, must not change when sources do)."""
+    lines = []
+    for i in range(400):
+        lines.append(f"def helper_{i}(x, y={i}):\n    \"\"\"Return x times {i}.\"\"\"\n    if x > {i}:\n"
+                     f"        return x * {i} + y\n    for item in range({i}):\n        print(item, x)\n"
+                     f"    return None\n\n\nclass Thing{i}:\n    def __init__(self):\n        self.value = {i}\n")
+    return lines
 
 
 def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_heads: int = 2,
-          intermediate: int = 256, vocab: int = 2048, max_positions: int = 8192, seed: int = 0) -> Path:
+          intermediate: int = 256, vocab: int = 2048, max_positions: int = 8192, seed: int = 0,
+          constant: bool = True) -> Path:
     """Write the model to `dest` (skipped when a complete one with the same shape is already there)."""
-    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads,
+    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads, "constant": constant,
              "intermediate": intermediate, "vocab": vocab, "max_positions": max_positions, "seed": seed}
     stamp = dest / "sparkls-tiny.json"
     if stamp.is_file() and json.loads(stamp.read_text()) == shape:
@@ -41,9 +50,10 @@ def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_hea
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab - len(SPECIAL), special_tokens=SPECIAL,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(vocab_size=vocab - len(SPECIAL), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
     tok.train_from_iterator(_corpus(), trainer)
+    tok.add_special_tokens(SPECIAL)  # after the learned vocabulary: id 0 is an ordinary character
     fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
                                    additional_special_tokens=SPECIAL[1:])
     fast.save_pretrained(dest)
@@ -55,6 +65,9 @@ def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_hea
         rope_theta=10000.0, use_sliding_window=False)
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
+    if constant:
+        with torch.no_grad():
+            model.model.norm.weight.zero_()  # all logits 0: greedy decoding always picks token id 0
     model.save_pretrained(dest, safe_serialization=True)
     stamp.write_text(json.dumps(shape))
     return dest

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import logging
 import os
 import sys
@@ -42,6 +44,9 @@ def _serve(args: argparse.Namespace) -> int:
         server.start_ws(*args.ws)
     else:
         server.start_io(sys.stdin.buffer, private_stdout())
+    # The client went away (stdin closed) without `shutdown`: stop the engine and its processes anyway.
+    with contextlib.suppress(Exception):
+        asyncio.run(asyncio.wait_for(server.session.shutdown(), 30))
     return 0
 
 

@@ -39,9 +39,11 @@ def capabilities(client: str, encoding: str | None = None) -> types.ClientCapabi
 
 @contextlib.asynccontextmanager
 async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16",
-              options: dict[str, Any] | None = None) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
+              options: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+              ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     level = os.environ.get("SPARKLS_TEST_LOG_LEVEL", "INFO")
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"])
+    config = ClientServerConfig(server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"],
+                                server_env={**os.environ, **env} if env else None)
     c: LanguageClient = await config.start()  # type: ignore[assignment]
     try:
         result = await c.initialize_session(types.InitializeParams(
@@ -51,8 +53,26 @@ async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16
     finally:
         server = c._server
         if server is not None and server.returncode is None:
-            server.kill()  # a failed test must not leave the server (and the client's stop) hanging
+            # A failed test must not leave the server, or an engine process it started (vLLM's engine
+            # core holds the server's stderr open, so the client's stop would wait forever), behind.
+            kill_tree(server.pid)
         await c.stop()
+
+
+def kill_tree(pid: int) -> None:
+    import signal
+
+    try:
+        import psutil
+
+        children = psutil.Process(pid).children(recursive=True)
+    except Exception:
+        children = []
+    for p in children:
+        with contextlib.suppress(Exception):
+            p.kill()
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def open_doc(c: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
@@ -79,7 +99,7 @@ def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams
 
 
 async def metrics(c: LanguageClient) -> Any:
-    return await c.protocol.send_request_async("sparkls/metrics", None)
+    return await asyncio.wait_for(c.protocol.send_request_async("sparkls/metrics", None), 30)
 
 
 async def raw_request(c: LanguageClient, method: str, params: Any, msg_id: int = 90001) -> Any:

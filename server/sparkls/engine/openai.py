@@ -166,7 +166,8 @@ class OpenAIEngine:
             except _Retryable as e:
                 attempt += 1
                 if attempt > self.options.retries:
-                    raise EngineError(f"remote engine {self.base_url}: {e.__cause__ or e}") from e
+                    cause = e.__cause__ or e
+                    raise EngineError(f"remote engine {self.base_url}: {type(cause).__name__}: {cause}") from e
                 delay = self.options.backoff_s * 2 ** (attempt - 1)
                 log.warning("%s: %s; retry %d/%d in %.2fs", request.id, e, attempt, self.options.retries, delay)
                 await asyncio.sleep(delay)
@@ -260,8 +261,14 @@ class OpenAIEngine:
 
 
 async def _aparse_sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]]:
+    """Payloads up to `[DONE]`; the body is still read to its end, so the connection can be reused
+    (httpx closes a connection whose response was not read completely)."""
+    done = False
     async for line in lines:
+        if done:
+            continue
+        if line.strip() == "data: [DONE]":
+            done = True
+            continue
         for payload in parse_sse([line]):
             yield payload
-        if line.strip() == "data: [DONE]":
-            return

@@ -124,6 +124,7 @@ class VllmEngine:
         self._running: set[str] = set()
         self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
         self.counters: dict[str, float] = collections.defaultdict(float)
+        self._closed = False
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
         threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
 
@@ -139,7 +140,11 @@ class VllmEngine:
 
             t0 = time.perf_counter()
             args = AsyncEngineArgs(**engine_args(self.options, on_cpu=current_platform.is_cpu()))
-            self._llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
+            llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
+            if self._closed:  # closed while starting: nobody else will stop its engine-core process
+                llm.shutdown()
+                raise EngineError("closed while starting")
+            self._llm = llm
             log.info("vLLM engine ready in %.1fs: %s", time.perf_counter() - t0, self.options.model)
         except BaseException as e:
             self._load_error = e
@@ -236,6 +241,7 @@ class VllmEngine:
                 "general.name": self.options.model}
 
     async def close(self) -> None:
+        self._closed = True
         llm = self._llm
         if llm is not None:
             self._llm = None

@@ -1,0 +1,155 @@
+"""The remote engine against a real OpenAI-compatible vLLM server on 127.0.0.1 (tiny local model).
+
+Proves: streaming; one TCP connection reused across requests (counted by a proxy in front of the
+server); a cancel closes the stream and the server aborts the request; prefix-cache hits reported
+by the server; connection failures retried with backoff, then a clear error; the API key is sent
+and never logged; and `engine = "openai"` end to end through the LSP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import pytest
+import pytest_asyncio
+from sparkls.engine.base import Delta, EngineError, Finished, GenerationRequest, Priority
+
+from tests.conftest import require
+from tests.e2e import engine_cases
+from tests.e2e.lsp_client import lsp
+from tests.servers import CountingProxy, free_port, server_metric, vllm_server
+
+pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
+
+KEY = "sk-sparkls-test-5c1e7"
+BODY = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(20))
+
+
+def prompt(tag: str) -> str:
+    return f"<|fim_prefix|>{BODY}# {tag}\ndef main():\n    <|fim_suffix|>\n<|fim_middle|>"
+
+
+@pytest.fixture(scope="module")
+def server(tiny_model, tmp_path_factory):
+    require("vllm", "the vLLM server")
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    with vllm_server(tiny_model, "--scheduling-policy", "priority", api_key=KEY, log=log) as url:
+        yield url
+
+
+def make(url: str, **kw):
+    from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
+
+    return OpenAIEngine(OpenAIOptions(url=url, api_key=kw.pop("api_key", KEY), **kw))
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def proxy(server):
+    host_port = server.removeprefix("http://").removesuffix("/v1")
+    host, port = host_port.split(":")
+    async with CountingProxy(host, int(port)) as p:
+        yield p
+
+
+async def collect(engine, request):
+    text, stats = "", None
+    async for ev in engine.stream(request):
+        if isinstance(ev, Delta):
+            text += ev.text
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    return text, stats
+
+
+async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix_cache(proxy):
+    engine = make(f"http://127.0.0.1:{proxy.port}/v1")
+    try:
+        before = proxy.connections
+        results = [await collect(engine, GenerationRequest(prompt(f"t{i % 2}"), max_tokens=8,
+                                                           priority=Priority.BACKGROUND if i % 2 else 0))
+                   for i in range(6)]
+        assert proxy.connections - before == 1  # model discovery and six completions: one TCP connection
+        for text, stats in results:
+            assert text == "!" * 8 and stats.decode_tokens == 8 and stats.finish_reason == "length"
+        assert results[2][1].reused_tokens >= results[2][1].prompt_tokens - 64  # the server's prefix cache
+        health = await engine.health()
+        assert health.ok and health.stats["prefix_cache_hits"] > 0
+    finally:
+        await engine.close()
+
+
+async def test_cancelling_closes_the_stream_and_the_server_aborts_the_request(server):
+    engine = make(server)
+    generated_before = server_metric(server, "vllm:generation_tokens_total")
+    got = 0
+
+    async def consume():
+        nonlocal got
+        async for ev in engine.stream(GenerationRequest(prompt("long"), max_tokens=1800, id="remote-long")):
+            if isinstance(ev, Delta):
+                got += 1
+
+    task = asyncio.create_task(consume())
+    try:
+        for _ in range(2000):
+            if got >= 5:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        for _ in range(100):  # the server notices the disconnect at its next output
+            if server_metric(server, "vllm:num_requests_running") == 0:
+                break
+            await asyncio.sleep(0.05)
+        assert server_metric(server, "vllm:num_requests_running") == 0
+        # It stopped generating (vLLM 0.32 does not count aborts in request_success_total): a second
+        # later no token was added, and far fewer than the 1,800 allowed were ever generated.
+        generated = server_metric(server, "vllm:generation_tokens_total")
+        await asyncio.sleep(1.0)
+        assert server_metric(server, "vllm:generation_tokens_total") == generated
+        assert generated - generated_before < 300
+        (stats,) = [st for rid, st in engine.completed if rid == "remote-long"]
+        assert stats.finish_reason == "abort"
+    finally:
+        await engine.close()
+
+
+async def test_an_unreachable_server_is_retried_with_backoff_then_reported(caplog):
+    engine = make(f"http://127.0.0.1:{free_port()}/v1", model="m", retries=2, backoff_s=0.05)
+    caplog.set_level(logging.WARNING, "sparkls")
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(EngineError, match="ConnectError: All connection attempts failed"):
+            await collect(engine, GenerationRequest("x", max_tokens=2))
+    finally:
+        await engine.close()
+    assert [r.message.split("; ")[1] for r in caplog.records if "retry" in r.message] == [
+        "retry 1/2 in 0.05s", "retry 2/2 in 0.10s"]
+    assert time.perf_counter() - t0 >= 0.15
+
+
+async def test_the_api_key_is_sent_never_logged_and_a_wrong_one_is_a_clear_error(server, caplog):
+    caplog.set_level(logging.DEBUG)  # everything: sparkls, httpx, httpcore
+    engine = make(server)
+    wrong = make(server, api_key="sk-wrong", model="tiny")
+    try:
+        text, _ = await collect(engine, GenerationRequest(prompt("key"), max_tokens=3))
+        assert text == "!!!"
+        with pytest.raises(EngineError, match="HTTP 401"):
+            await collect(wrong, GenerationRequest(prompt("key"), max_tokens=3))
+    finally:
+        await engine.close()
+        await wrong.close()
+    assert KEY not in caplog.text and "sk-wrong" not in caplog.text
+    assert KEY not in repr(engine.options)
+
+
+async def test_openai_engine_serves_completion_through_the_lsp_and_aborts_on_cancel(server):
+    opts = {"engine": "openai", "openaiUrl": server, "openaiApiKey": KEY, "maxTokensMultiLine": 1800,
+            "maxLines": 500}
+    async with lsp(options=opts) as (c, _):
+        await engine_cases.inline_and_classic_completion_are_served(c, "openai")
+        await engine_cases.cancel_request_aborts_the_engine(c, "openai", 1800)
