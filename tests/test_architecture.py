@@ -21,10 +21,28 @@ def test_only_the_lsp_layer_and_the_demo_import_lsprotocol_or_pygls():
 
 
 def test_the_engine_backends_import_their_libraries_lazily():
-    code = ("import sys, sparkls.engine.llamacpp, sparkls.lsp.server, sparkls.pipeline; "
-            "print('llama_cpp' in sys.modules)")
+    code = ("import sys, sparkls.engine.llamacpp, sparkls.engine.vllm, sparkls.engine.openai, sparkls.lsp.server, "
+            "sparkls.pipeline, sparkls.doctor; print([m for m in ('llama_cpp', 'vllm', 'torch') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.strip() == "[]"
+
+
+def test_only_their_own_backend_modules_import_vllm_or_llama_cpp():
+    owners = {"vllm": "engine/vllm.py", "llama_cpp": "engine/llamacpp.py"}
+    offenders = []
+    for path in PKG.rglob("*.py"):
+        rel = path.relative_to(PKG).as_posix()
+        text = path.read_text()
+        for lib, owner in owners.items():
+            if (f"import {lib}" in text or f"from {lib}" in text) and rel != owner:
+                offenders.append((rel, lib))
+    assert offenders == []
+
+
+def test_the_engine_layer_never_imports_pygls():
+    offenders = [p.name for p in (PKG / "engine").rglob("*.py") if "pygls" in p.read_text() or "lsprotocol" in
+                 p.read_text()]
+    assert offenders == []
 
 
 def test_the_code_passes_the_chosen_lint_rules():

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority
+from sparkls.engine.base import Delta, GenerationRequest, Priority
 
 from tests.conftest import require
+from tests.engine_support import cancel_after, collect
 
 pytestmark = pytest.mark.model
 
@@ -26,20 +27,10 @@ def engine():
     asyncio.run(eng.close())
 
 
-async def collect(engine, request):
-    text, stats = "", None
-    async for ev in engine.stream(request):
-        if isinstance(ev, Delta):
-            text += ev.text
-        elif isinstance(ev, Finished):
-            stats = ev.stats
-    return text, stats
-
-
 async def test_the_real_model_streams_a_sensible_middle(engine):
     await engine.ready()
     assert (await engine.health()).ok
-    text, stats = await collect(engine, GenerationRequest(PROMPT, max_tokens=40))
+    text, stats, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=40))
     assert stats.decode_tokens > 0 and stats.prompt_tokens > 20
     assert "fibonacci" in text or "return" in text or "if" in text, text
 
@@ -48,30 +39,14 @@ async def test_a_repeated_prompt_prefix_reuses_the_kv_cache(engine):
     await collect(engine, GenerationRequest(PROMPT, max_tokens=4))
     # The same file, one more character typed at the cursor: only the tail is evaluated again.
     typed = PROMPT.replace("    <|fim_suffix|>", "    i<|fim_suffix|>")
-    _, stats = await collect(engine, GenerationRequest(typed, max_tokens=4))
+    _, stats, _ = await collect(engine, GenerationRequest(typed, max_tokens=4))
     assert stats.prompt_tokens > 200
     assert stats.reused_tokens >= stats.prompt_tokens - 16, stats  # the cursor's token and the suffix
 
 
 async def test_aborting_stops_the_engine_within_a_token_and_frees_it(engine):
     long_prompt = "<|fim_prefix|># a long list of numbers\nnumbers = [\n    1,\n<|fim_suffix|><|fim_middle|>"
-    req = GenerationRequest(long_prompt, max_tokens=400, id="long-1")
-    got = 0
-
-    async def consume():
-        nonlocal got
-        async for ev in engine.stream(req):
-            if isinstance(ev, Delta):
-                got += 1
-
-    task = asyncio.create_task(consume())
-    for _ in range(3000):
-        if got >= 3:
-            break
-        await asyncio.sleep(0.01)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    await cancel_after(engine, GenerationRequest(long_prompt, max_tokens=400, id="long-1"), 3)
     # The engine records the aborted request once its worker has stopped.
     for _ in range(200):
         done = [st for rid, st in engine.completed if rid == "long-1"]
@@ -82,13 +57,13 @@ async def test_aborting_stops_the_engine_within_a_token_and_frees_it(engine):
     assert stats.finish_reason == "abort"
     assert stats.decode_tokens < 20  # of 400 allowed: it stopped right after the cancel
     # The next request is served (the worker is free again).
-    _, nxt = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
+    _, nxt, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
     assert nxt.finish_reason in ("length", "stop")
 
 
 async def test_an_interactive_request_pauses_background_work_which_then_resumes_where_it_stopped(engine):
     background = PROMPT.replace("Fibonacci number", "Fibonacci number, iteratively")
-    alone, _ = await collect(engine, GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND))
+    alone, _, _ = await collect(engine, GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND))
     await collect(engine, GenerationRequest("<|fim_prefix|>x = 1<|fim_suffix|><|fim_middle|>", max_tokens=2))
     order: list[str] = []
     got = 0
@@ -108,7 +83,7 @@ async def test_an_interactive_request_pauses_background_work_which_then_resumes_
         if got >= 4:
             break
         await asyncio.sleep(0.01)
-    _, interactive = await collect(engine, GenerationRequest(PROMPT, max_tokens=8, priority=Priority.INTERACTIVE,
+    _, interactive, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=8, priority=Priority.INTERACTIVE,
                                                              id="ia-1"))
     order.append("interactive")
     await bg

@@ -9,16 +9,18 @@ and never logged; and `engine = "openai"` end to end through the LSP.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 
 import pytest
 import pytest_asyncio
-from sparkls.engine.base import Delta, EngineError, Finished, GenerationRequest, Priority
+from sparkls.engine.base import EngineError, GenerationRequest, Priority
 
 from tests.conftest import require
 from tests.e2e import engine_cases
 from tests.e2e.lsp_client import lsp
+from tests.engine_support import cancel_after, collect
 from tests.servers import CountingProxy, free_port, server_metric, vllm_server
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
@@ -53,22 +55,12 @@ async def proxy(server):
         yield p
 
 
-async def collect(engine, request):
-    text, stats = "", None
-    async for ev in engine.stream(request):
-        if isinstance(ev, Delta):
-            text += ev.text
-        elif isinstance(ev, Finished):
-            stats = ev.stats
-    return text, stats
-
-
 async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix_cache(proxy):
     engine = make(f"http://127.0.0.1:{proxy.port}/v1")
     try:
         before = proxy.connections
-        results = [await collect(engine, GenerationRequest(prompt(f"t{i % 2}"), max_tokens=8,
-                                                           priority=Priority.BACKGROUND if i % 2 else 0))
+        results = [(await collect(engine, GenerationRequest(prompt(f"t{i % 2}"), max_tokens=8,
+                                                           priority=Priority.BACKGROUND if i % 2 else 0)))[:2]
                    for i in range(6)]
         assert proxy.connections - before == 1  # model discovery and six completions: one TCP connection
         for text, stats in results:
@@ -83,23 +75,8 @@ async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix
 async def test_cancelling_closes_the_stream_and_the_server_aborts_the_request(server):
     engine = make(server)
     generated_before = server_metric(server, "vllm:generation_tokens_total")
-    got = 0
-
-    async def consume():
-        nonlocal got
-        async for ev in engine.stream(GenerationRequest(prompt("long"), max_tokens=1800, id="remote-long")):
-            if isinstance(ev, Delta):
-                got += 1
-
-    task = asyncio.create_task(consume())
     try:
-        for _ in range(2000):
-            if got >= 5:
-                break
-            await asyncio.sleep(0.01)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        assert await cancel_after(engine, GenerationRequest(prompt("long"), max_tokens=1800, id="remote-long"), 5) >= 5
         for _ in range(100):  # the server notices the disconnect at its next output
             if server_metric(server, "vllm:num_requests_running") == 0:
                 break
@@ -136,7 +113,7 @@ async def test_the_api_key_is_sent_never_logged_and_a_wrong_one_is_a_clear_error
     engine = make(server)
     wrong = make(server, api_key="sk-wrong", model="tiny")
     try:
-        text, _ = await collect(engine, GenerationRequest(prompt("key"), max_tokens=3))
+        text, _, _ = await collect(engine, GenerationRequest(prompt("key"), max_tokens=3))
         assert text == "!!!"
         with pytest.raises(EngineError, match="HTTP 401"):
             await collect(wrong, GenerationRequest(prompt("key"), max_tokens=3))
@@ -153,3 +130,41 @@ async def test_openai_engine_serves_completion_through_the_lsp_and_aborts_on_can
     async with lsp(options=opts) as (c, _):
         await engine_cases.inline_and_classic_completion_are_served(c, "openai")
         await engine_cases.cancel_request_aborts_the_engine(c, "openai", 1800)
+
+
+async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog):
+    """A strict OpenAI-compatible stand-in (a real HTTP server on 127.0.0.1, not vLLM: vLLM 0.32 accepts
+    and ignores `priority` when started without --scheduling-policy priority) answers 400 to it."""
+    bodies: list[dict] = []
+
+    async def handle(reader, writer):
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")))
+            body = json.loads(await reader.readexactly(length))
+            bodies.append(body)
+            if "priority" in body:
+                msg = b'{"error": {"message": "Unrecognized request argument supplied: priority"}}'
+                writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(msg), msg))
+            else:
+                sse = b'data: {"choices": [{"text": "ok", "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(sse), sse))
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    caplog.set_level(logging.WARNING, "sparkls")
+    engine = make(f"http://127.0.0.1:{port}/v1", api_key="", model="strict", backoff_s=0.01)
+    try:
+        first, _, _ = await collect(engine, GenerationRequest("x", max_tokens=3, priority=Priority.BACKGROUND))
+        second, _, _ = await collect(engine, GenerationRequest("y", max_tokens=3, priority=Priority.BACKGROUND))
+    finally:
+        await engine.close()
+        server.close()
+    assert first == second == "ok"
+    assert ["priority" in b for b in bodies] == [True, False, False]
+    assert [r.message for r in caplog.records if r.message.startswith("the server")] == [
+        "the server rejects request priorities (start it with --scheduling-policy priority); sending none from now on"]

@@ -14,9 +14,10 @@ import uuid
 
 import pytest
 import pytest_asyncio
-from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority
+from sparkls.engine.base import GenerationRequest, Priority
 
 from tests.conftest import require
+from tests.engine_support import cancel_after, collect
 from tests.servers import VLLM_TEST_ENV
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
@@ -42,17 +43,6 @@ async def engine(tiny_model):
     await eng.ready()
     yield eng
     await eng.close()
-
-
-async def collect(engine, request):
-    text, stats, events = "", None, 0
-    async for ev in engine.stream(request):
-        events += 1
-        if isinstance(ev, Delta):
-            text += ev.text
-        elif isinstance(ev, Finished):
-            stats = ev.stats
-    return text, stats, events
 
 
 async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
@@ -86,22 +76,7 @@ async def test_an_over_long_prompt_keeps_its_cursor_end(engine):
 
 async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_engine(engine):
     req = GenerationRequest(prompt("long"), max_tokens=3000, id=f"long-{uuid.uuid4().hex[:6]}")
-    got = 0
-
-    async def consume():
-        nonlocal got
-        async for ev in engine.stream(req):
-            if isinstance(ev, Delta):
-                got += 1
-
-    task = asyncio.create_task(consume())
-    for _ in range(3000):
-        if got >= 5:
-            break
-        await asyncio.sleep(0.005)
-    task.cancel()
-    with pytest.raises(asyncio.CancelledError):
-        await task
+    assert await cancel_after(engine, req, 5) >= 5
     # Aborted before the cancellation propagated: nothing is left running in the engine.
     assert engine._llm.get_num_unfinished_requests() == 0
     (stats,) = [st for rid, st in engine.completed if rid == req.id]
@@ -109,6 +84,23 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
     _, nxt, _ = await collect(engine, GenerationRequest(prompt("next"), max_tokens=4))
     assert nxt.decode_tokens == 4 and nxt.finish_reason == "length"
     assert (await engine.health()).stats["running"] == 0
+
+
+async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_model, engine):
+    # The tiny model writes "!" forever, so a prompt full of "!" lets prompt lookup draft every token.
+    rewrite = GenerationRequest("<|fim_prefix|>x = '" + "!" * 200 + "'\n<|fim_suffix|><|fim_middle|>",
+                                max_tokens=120, rewrite=True)
+    plain, _, _ = await collect(engine, rewrite)
+    spec = make_engine(tiny_model, speculation="ngram", speculative_tokens=4)
+    try:
+        await spec.ready()
+        assert "speculation=ngram" in (await spec.health()).detail
+        text, stats, _ = await collect(spec, rewrite)
+        counters = (await spec.health()).stats
+        assert text == plain and stats.decode_tokens == 120
+        assert counters["spec_drafts"] > 0 and counters["spec_accepted_tokens"] > 0
+    finally:
+        await spec.close()
 
 
 async def run_under_load(engine):

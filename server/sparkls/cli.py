@@ -70,6 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_argument("--probe", action="store_true",
                         help="start the engine and run two requests: TTFT, tokens/s, prefix-cache reuse per class")
     doctor.add_argument("--model-path", default="", help="modelPath for the probe (required for --engine vllm)")
+    conv = sub.add_parser("convert-model", help="write a GGUF model (default: the bundled one) as an HF "
+                          "safetensors checkpoint, for engine = vllm or vllm serve")
+    conv.add_argument("out", help="output directory")
+    conv.add_argument("--model-path", default="", help="a GGUF file (default: the bundled --model)")
+    conv.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model to convert")
+    conv.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -83,6 +89,10 @@ def main(argv: list[str] | None = None) -> int:
         from sparkls.demo import run_demo
 
         return run_demo(args.engine, args.file, args.threads)
+    if args.command == "convert-model":
+        from sparkls.convert import run_convert
+
+        return run_convert(args.model_path, args.model, args.out, args.dtype)
     if args.command == "doctor":
         from sparkls.doctor import run_doctor
 

@@ -3,12 +3,13 @@
 One `httpx.AsyncClient` holds a persistent connection pool for the server's lifetime: keep-alive
 HTTP/1.1, or HTTP/2 where the server offers it over TLS (ALPN), so no request pays a connection
 set-up. sparkls renders the FIM prompt itself (the completions endpoint has no `suffix` for vLLM)
-and sends the request's `priority` (vLLM's extension; a server without priority scheduling rejects
-it, and then sparkls stops sending it, once, with a warning). Cancelling closes the response
-stream, which vLLM treats as an abort. Connection failures before the first token are retried with
-exponential backoff; after output has started a failure ends the request with an `EngineError`
-(retrying would repeat text). The API key (settings or `SPARKLS_OPENAI_API_KEY` / `OPENAI_API_KEY`)
-goes only into the Authorization header and is never logged.
+and sends the request's `priority` (vLLM's extension; vLLM 0.32 without priority scheduling ignores
+it, and a strict server that rejects it with HTTP 400 makes sparkls stop sending it, with one
+warning). Cancelling closes the response stream, which vLLM treats as an abort. Connection
+failures before the first token are retried with exponential backoff; after output has started a
+failure ends the request with an `EngineError` (retrying would repeat text). The API key
+(settings, or `SPARKLS_OPENAI_API_KEY` / `OPENAI_API_KEY`) goes only into the Authorization
+header and is never logged.
 """
 
 from __future__ import annotations

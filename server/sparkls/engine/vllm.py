@@ -245,4 +245,7 @@ class VllmEngine:
         llm = self._llm
         if llm is not None:
             self._llm = None
+            handler = getattr(llm, "output_handler", None)
+            if handler is not None:  # else it reports the engine core's exit as an EngineDeadError
+                handler.cancel()
             await asyncio.to_thread(llm.shutdown)

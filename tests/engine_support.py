@@ -1,0 +1,41 @@
+"""Helpers for the engine tests: run a request to its end, or cancel its consumer after a few deltas."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from sparkls.engine.base import Delta, Finished, GenerationRequest
+
+
+async def collect(engine, request: GenerationRequest):
+    """(text, final stats, number of events) of one request run to its end."""
+    text, stats, events = "", None, 0
+    async for ev in engine.stream(request):
+        events += 1
+        if isinstance(ev, Delta):
+            text += ev.text
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    return text, stats, events
+
+
+async def cancel_after(engine, request: GenerationRequest, deltas: int) -> int:
+    """Consume `request` in a task, cancel the task once `deltas` deltas arrived; returns how many did."""
+    got = 0
+
+    async def consume() -> None:
+        nonlocal got
+        async for ev in engine.stream(request):
+            if isinstance(ev, Delta):
+                got += 1
+
+    task = asyncio.create_task(consume())
+    for _ in range(6000):
+        if got >= deltas or task.done():
+            break
+        await asyncio.sleep(0.005)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    return got

@@ -1,0 +1,94 @@
+"""Pure parts of the engine layer: scheduler order, metrics summary, SSE and Prometheus parsing,
+vLLM engine arguments, settings of the new engines (no engine runs here)."""
+
+from __future__ import annotations
+
+import threading
+
+from sparkls.engine.base import GenerationStats, Priority
+from sparkls.engine.metrics import percentile, summarize, summary_line
+from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
+from sparkls.engine.scheduler import PriorityScheduler
+from sparkls.engine.vllm import CPU_KV_CACHE_MB, VllmOptions, engine_args
+from sparkls.settings import Settings, resolve
+
+
+def test_the_scheduler_takes_the_most_urgent_first_and_fifo_within_a_class():
+    s: PriorityScheduler[str] = PriorityScheduler()
+    for name, prio in [("bg1", 2), ("ia1", 0), ("ca", 1), ("bg2", 2), ("ia2", 0)]:
+        s.submit(prio, name)
+    assert [s.take()[2] for _ in range(5)] == ["ia1", "ia2", "ca", "bg1", "bg2"]
+
+
+def test_only_a_strictly_more_urgent_waiting_job_makes_a_running_one_yield():
+    s: PriorityScheduler[str] = PriorityScheduler()
+    assert not s.should_yield(2)
+    s.submit(2, "bg")
+    assert not s.should_yield(2)  # equal priority never preempts
+    s.submit(0, "ia")
+    assert s.should_yield(2) and s.should_yield(1) and not s.should_yield(0)
+
+
+def test_a_paused_job_keeps_its_place_ahead_of_later_jobs_of_its_class():
+    s: PriorityScheduler[str] = PriorityScheduler()
+    first = s.submit(2, "bg-early")
+    _, arrival, job = s.take()
+    s.submit(2, "bg-late")
+    s.submit(2, job, arrival)  # paused and put back
+    assert arrival == first and [s.take()[2] for _ in range(2)] == ["bg-early", "bg-late"]
+
+
+def test_closing_the_scheduler_releases_a_waiting_worker():
+    s: PriorityScheduler[str] = PriorityScheduler()
+    got = []
+    t = threading.Thread(target=lambda: got.append(s.take()))
+    t.start()
+    s.close()
+    t.join(5)
+    assert got == [None]
+
+
+def test_metrics_are_summarized_per_request_class():
+    done = [("a", GenerationStats(prompt_tokens=100, reused_tokens=90, ttft_ms=10, decode_tokens=10, decode_ms=100)),
+            ("b", GenerationStats(prompt_tokens=100, reused_tokens=70, ttft_ms=30, decode_tokens=20, decode_ms=100)),
+            ("c", GenerationStats(prompt_tokens=50, finish_reason="abort", priority=Priority.BACKGROUND,
+                                  preemptions=3))]
+    s = summarize(done)
+    assert s["interactive"]["requests"] == 2 and s["interactive"]["cache_hit_rate"] == 0.8
+    assert s["interactive"]["ttft_ms_p50"] == 10 and s["interactive"]["decode_tps_p50"] == 100
+    assert s["background"] == s["background"] | {"requests": 1, "aborted": 1, "preemptions": 3}
+    assert "background n=1 aborted=1" in summary_line(s)
+    assert percentile([], 50) == 0.0 and percentile([3, 1, 2], 90) == 3
+
+
+def test_sse_payloads_stop_at_done():
+    lines = [": keep-alive", 'data: {"choices": [{"text": "a"}]}', "", 'data: {"choices": [{"text": "b"}]}',
+             "data: [DONE]", 'data: {"never": 1}']
+    assert [p["choices"][0]["text"] for p in parse_sse(lines)] == ["a", "b"]
+
+
+def test_prometheus_counters_are_summed_over_label_sets():
+    text = ('# HELP x\nvllm:prefix_cache_hits_total{engine="0",model_name="m"} 96.0\n'
+            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\nvllm:num_requests_running{e="0"} 2.0\n'
+            "other 7\n")
+    assert parse_prometheus(text) == {"prefix_cache_hits": 100.0, "running": 2.0}
+
+
+def test_vllm_engine_args_follow_the_options():
+    args = engine_args(VllmOptions(model="m", block_size=32, speculation="ngram", speculative_tokens=3,
+                                   priority_scheduling=False, extra_args={"seed": 1}), on_cpu=True)
+    assert args["enable_prefix_caching"] and args["scheduling_policy"] == "fcfs" and args["block_size"] == 32
+    assert args["kv_cache_memory_bytes"] == CPU_KV_CACHE_MB * 2**20 and args["seed"] == 1
+    assert args["speculative_config"]["method"] == "ngram" and args["speculative_config"]["num_speculative_tokens"] == 3
+    gpu = engine_args(VllmOptions(model="m"))
+    assert "kv_cache_memory_bytes" not in gpu and "speculative_config" not in gpu
+    assert gpu["scheduling_policy"] == "priority"
+
+
+def test_the_api_key_is_not_shown_in_settings_or_their_error_messages():
+    s, problems = resolve({"engine": "openai", "openaiApiKey": "sk-secret-1"})
+    assert s.openai_api_key == "sk-secret-1" and problems == []
+    assert "sk-secret-1" not in repr(s) and "sk-secret-1" not in repr(OpenAIOptions(api_key="sk-secret-1"))
+    _, problems = resolve({"openaiApiKey": ["sk-secret-2"]})
+    assert problems and "sk-secret-2" not in problems[0] and "(hidden)" in problems[0]
+    assert Settings().priority_scheduling is True
