@@ -20,6 +20,13 @@ def convert(gguf: Path, out: Path, dtype: str = "bfloat16") -> Path:
     kw = {"gguf_file": gguf.name}
     tokenizer = AutoTokenizer.from_pretrained(gguf.parent, **kw)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, torch_dtype=getattr(torch, dtype), **kw)
+    # The weights are dequantized to `dtype` on load, but transformers 5 keeps the GGUF quantization
+    # marker and then refuses to save: drop it, the checkpoint is a plain one.
+    for obj, attr in ((model, "hf_quantizer"), (model.config, "quantization_config")):
+        if getattr(obj, attr, None) is not None:
+            setattr(obj, attr, None)
+    if hasattr(model, "is_quantized"):
+        model.is_quantized = False
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
