@@ -45,6 +45,6 @@ def run_convert(model_path: str, model: str, out: str, dtype: str) -> int:
     try:
         convert(gguf, Path(out), dtype)
     except ImportError as e:
-        print(f"sparkls convert-model needs transformers, torch, gguf and accelerate: {e}")
+        print(f"sparkls convert-model needs transformers and torch (with vllm) and pip install 'sparkls[convert]': {e}")
         return 1
     return 0
