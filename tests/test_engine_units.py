@@ -92,3 +92,20 @@ def test_the_api_key_is_not_shown_in_settings_or_their_error_messages():
     _, problems = resolve({"openaiApiKey": ["sk-secret-2"]})
     assert problems and "sk-secret-2" not in problems[0] and "(hidden)" in problems[0]
     assert Settings().priority_scheduling is True
+
+
+async def test_shutting_the_session_down_twice_closes_the_engine_once():
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.session import Session
+
+    closes = []
+
+    class Counting(FakeEngine):
+        async def close(self) -> None:
+            closes.append(1)
+
+    session = Session(engine=Counting())
+    await session.shutdown()  # the client's `shutdown` request
+    await session.shutdown()  # then the transport closing
+    assert closes == [1]
+    assert (await session.metrics())["engineName"] == "fake"

@@ -48,6 +48,7 @@ class Session:
     _typeahead: dict[str, typeahead.Remembered] = field(default_factory=dict)
     history: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=512))
     _served: int = 0
+    _shut_down: bool = False
 
     # -- documents -------------------------------------------------------------------------------
     def open(self, uri: str, language_id: str | None, version: int, text: str) -> Document:
@@ -89,6 +90,10 @@ class Session:
         return self._template
 
     async def shutdown(self) -> None:
+        """Cancel jobs and close the engine; safe to call again (`shutdown`, then the transport closing)."""
+        if self._shut_down:
+            return
+        self._shut_down = True
         for job in list(self._jobs.values()):
             job.task.cancel()
         self._jobs.clear()
@@ -162,10 +167,8 @@ class Session:
     async def metrics(self) -> dict[str, object]:
         """Recent suggestions, recent engine requests, per-class summary, engine-wide counters."""
         engine = self.engine
-        if engine is None:
-            return {"suggestions": list(self.history), "engine": [], "engineName": None, "classes": {},
-                    "engineStats": {}}
-        done = list(engine.completed)
-        health = await engine.health()
+        done = list(engine.completed) if engine is not None else []
+        stats = dict((await engine.health()).stats) if engine is not None else {}
         return {"suggestions": list(self.history), "engine": [{"requestId": rid, **asdict(st)} for rid, st in done],
-                "engineName": engine.name, "classes": metrics.summarize(done), "engineStats": dict(health.stats)}
+                "engineName": engine.name if engine is not None else None, "classes": metrics.summarize(done),
+                "engineStats": stats}

@@ -89,7 +89,6 @@ class _Job:
     req: GenerationRequest
     cancel: threading.Event
     emit: Callable[[Event | BaseException], None]
-    enqueued: float
     arrival: int = -1
     tokens: list[int] | None = None  # prompt tokens, then the generated ones appended
     prompt_tokens: int = 0
@@ -269,7 +268,7 @@ class LlamaCppEngine:
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
         now = time.perf_counter()
-        job = _Job(request, cancel, emit, now, last_stop=now)
+        job = _Job(request, cancel, emit, last_stop=now)
         job.arrival = self._sched.submit(self._priority(request), job)
         try:
             while True:
