@@ -14,15 +14,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
-from sparkls import pipeline, prompt, typeahead
+from sparkls import editing, edits, nextedit, pipeline, prompt, typeahead
 from sparkls.document import Document
 from sparkls.engine import create_engine, metrics
-from sparkls.engine.base import Engine
+from sparkls.engine.base import Engine, Priority
 from sparkls.settings import Settings
 
 log = logging.getLogger(__name__)
 
 
+CHANGE_LOG = 2048  # content changes kept per document for streaming edits to follow their region
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
 
 
@@ -49,6 +50,13 @@ class Session:
     history: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=512))
     _served: int = 0
     _shut_down: bool = False
+    histories: dict[str, nextedit.History] = field(default_factory=dict)
+    predictions: dict[str, editing.EditResult] = field(default_factory=dict)  # latest next-edit per document
+    streams: dict[str, object] = field(default_factory=dict)  # progress token -> running StreamingEdit
+    _prefetch: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _watchers: dict[str, list[asyncio.Future[Document]]] = field(default_factory=dict)
+    _changes: dict[str, collections.deque[tuple[int, int, int, str]]] = field(default_factory=dict)
+    _accepted: dict[str, tuple[int, str]] = field(default_factory=dict)  # uri -> (cursor, text after accepting)
 
     # -- documents -------------------------------------------------------------------------------
     def open(self, uri: str, language_id: str | None, version: int, text: str) -> Document:
@@ -64,10 +72,47 @@ class Session:
 
     def update(self, doc: Document) -> None:
         self.documents[doc.uri] = doc
+        for fut in self._watchers.pop(doc.uri, []):
+            if not fut.done():
+                fut.set_result(doc)
+        self._maybe_prefetch(doc)
+
+    def record_change(self, old: Document, start: int, end: int, text: str, version: int) -> None:
+        """Keep one `didChange` content change: in the document's edit history (for next-edit) and in
+        the log of raw changes (streaming edits follow their region through it)."""
+        history = self.histories.setdefault(old.uri, nextedit.History())
+        history.record(old.text, start, end, text)
+        log_ = self._changes.setdefault(old.uri, collections.deque(maxlen=CHANGE_LOG))
+        log_.append((version, start, end, text))
+
+    def changes(self, uri: str, after_version: int) -> list[tuple[int, int, int, str]] | None:
+        """The content changes since `after_version`, in order; None when the log no longer reaches back."""
+        log_ = self._changes.get(uri)
+        doc = self.documents.get(uri)
+        if doc is None or doc.version <= after_version:
+            return []
+        if not log_ or log_[0][0] > after_version + 1:
+            return None
+        return [c for c in log_ if c[0] > after_version]
+
+    async def changed(self, uri: str, after_version: int, timeout_s: float) -> Document:
+        """The snapshot of `uri` once its version is past `after_version`."""
+        doc = self.snapshot(uri)
+        while doc.version <= after_version:
+            fut: asyncio.Future[Document] = asyncio.get_running_loop().create_future()
+            self._watchers.setdefault(uri, []).append(fut)
+            doc = await asyncio.wait_for(fut, timeout_s)
+        return doc
 
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self._typeahead.pop(uri, None)
+        self.histories.pop(uri, None)
+        self._changes.pop(uri, None)
+        self.predictions.pop(uri, None)
+        self._accepted.pop(uri, None)
+        if (task := self._prefetch.pop(uri, None)) is not None:
+            task.cancel()
         job = self._jobs.pop(uri, None)
         if job is not None and not job.task.done():
             job.task.cancel()
@@ -97,6 +142,8 @@ class Session:
         for job in list(self._jobs.values()):
             job.task.cancel()
         self._jobs.clear()
+        for task in self._prefetch.values():
+            task.cancel()
         if self.engine is not None:
             log.info("engine %s: %s", self.engine.name, self.summary())
             await self.engine.close()
@@ -172,3 +219,43 @@ class Session:
         return {"suggestions": list(self.history), "engine": [{"requestId": rid, **asdict(st)} for rid, st in done],
                 "engineName": engine.name if engine is not None else None, "classes": metrics.summarize(done),
                 "engineStats": stats}
+
+    # -- next-edit -------------------------------------------------------------------------------
+    async def predict(self, doc: Document, cursor: int, priority: int = Priority.INTERACTIVE) -> editing.EditResult:
+        """The next edit around `cursor`, kept as the document's latest prediction."""
+        cached = self.predictions.get(doc.uri)
+        if cached is not None and cached.version == doc.version and cached.start <= cursor <= cached.end:
+            return cached
+        result = await editing.predict(doc, cursor, self.histories.get(doc.uri), self.start_engine(),
+                                       self.settings, priority)
+        log.info("%s next-edit v%d: %d edits, %.0f ms, %d tokens", result.request_id, doc.version,
+                 len(result.edits), result.total_ms, result.stats.decode_tokens)
+        self.predictions[doc.uri] = result
+        if result.edits:  # what the buffer shows once it is accepted, and where the cursor is then
+            last = result.edits[-1]
+            cursor = last.start + len(last.text) + sum(len(e.text) - (e.end - e.start) for e in result.edits[:-1])
+            self._accepted[doc.uri] = (cursor, edits.apply(doc.text, result.edits))
+        return result
+
+    def _maybe_prefetch(self, doc: Document) -> None:
+        """The user accepted the latest prediction (the buffer now shows it): predict the next one at
+        background priority, so it is ready (or under way) before they ask."""
+        accepted = self._accepted.get(doc.uri)
+        if accepted is None or len(accepted[1]) != len(doc.text) or accepted[1] != doc.text:
+            return
+        del self._accepted[doc.uri]
+        if not self.settings.next_edit_prefetch:
+            return
+        if (task := self._prefetch.pop(doc.uri, None)) is not None:
+            task.cancel()
+
+        async def prefetch() -> None:
+            try:
+                await self.predict(doc, accepted[0], Priority.BACKGROUND)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("next-edit prefetch failed")
+
+        log.info("predicted edit accepted on %s v%d: prefetching the next one", doc.uri, doc.version)
+        self._prefetch[doc.uri] = asyncio.ensure_future(prefetch())

@@ -97,10 +97,30 @@ class Settings:
     openai_retries: int = field(default=2, metadata=_opt(
         "openaiRetries", "Retries (exponential backoff) when the server cannot be reached before the first "
         "token.", lo=0, hi=10))
+    max_tokens_rewrite: int = field(default=768, metadata=_opt(
+        "maxTokensRewrite", "Most tokens generated for a rewrite (code action, next-edit window); a rewrite asks "
+        "for about 1.5x the region's tokens plus 96, up to this.", lo=16, hi=16384))
+    edit_streaming: bool = field(default=True, metadata=_opt(
+        "editStreaming", "Code actions offer a command that streams the rewrite into the buffer a line at a time "
+        "(`workspace/applyEdit`, cancellable progress) instead of one edit computed on `codeAction/resolve`."))
+    edit_cancel: str = field(default="revert", metadata=_opt(
+        "editCancel", "What a cancelled streaming edit leaves: `revert` puts the region back as it was, `keep` "
+        "keeps the lines applied so far.", ("revert", "keep")))
+    edit_apply_timeout_ms: int = field(default=5000, metadata=_opt(
+        "editApplyTimeoutMs", "How long a streaming edit waits for the client's `didChange` after an applied "
+        "`workspace/applyEdit`.", lo=100, hi=600_000))
+    next_edit_lines_before: int = field(default=3, metadata=_opt(
+        "nextEditLinesBefore", "Lines above the cursor's line in the next-edit window the model may rewrite.",
+        lo=0, hi=200))
+    next_edit_lines_after: int = field(default=8, metadata=_opt(
+        "nextEditLinesAfter", "Lines below the cursor's line in the next-edit window.", lo=0, hi=200))
+    next_edit_prefetch: bool = field(default=True, metadata=_opt(
+        "nextEditPrefetch", "After a predicted edit is accepted, predict the next one at background priority."))
     supersede: bool = field(default=True, metadata=_opt(
         "supersede", "A newer request for a document cancels the older one still running."))
     fake_response: str = field(default="return 42\n", metadata=_opt(
-        "fakeResponse", "What the `fake` engine answers (tests only)."))
+        "fakeResponse", "What the `fake` engine answers (tests only); a JSON object maps text found in the "
+        "prompt to an answer (the last key found wins; `\"\"` is the default)."))
     fake_token_delay_ms: int = field(default=0, metadata=_opt(
         "fakeTokenDelayMs", "Delay between the `fake` engine's tokens (tests only).", lo=0, hi=60_000))
     log_level: str = field(default="info", metadata=_opt(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sparkls.engine.base import Engine, EngineError
@@ -12,12 +14,31 @@ if TYPE_CHECKING:
 __all__ = ["Engine", "EngineError", "create_engine"]
 
 
+def scripted(response: str) -> Callable[[str], str] | str:
+    """The fake engine's script: a fixed answer, or a JSON object {"text in the prompt": answer, ...}
+    where the last key found in the prompt picks the answer and "" is the default."""
+    if not response.startswith("{"):
+        return response
+    try:
+        table = json.loads(response)
+    except ValueError:
+        return response
+    if not isinstance(table, dict):
+        return response
+
+    def pick(prompt: str) -> str:
+        found = [k for k in table if k and k in prompt]
+        return str(table[found[-1]] if found else table.get("", ""))
+
+    return pick
+
+
 def create_engine(settings: Settings) -> Engine:
     """The engine named by `settings.engine`; construction never blocks (models load in the background)."""
     if settings.engine == "fake":
         from sparkls.engine.fake import FakeEngine
 
-        return FakeEngine(settings.fake_response, settings.fake_token_delay_ms / 1000)
+        return FakeEngine(scripted(settings.fake_response), settings.fake_token_delay_ms / 1000)
     if settings.engine == "llamacpp":
         from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
 

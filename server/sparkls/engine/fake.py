@@ -51,7 +51,8 @@ class FakeEngine:
             def stats(reason: str) -> GenerationStats:
                 return GenerationStats(
                     prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
-                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason)
+                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason,
+                    priority=request.priority)
             try:
                 for i in range(0, len(text), self.chars_per_token):
                     if request.id in self._aborts:

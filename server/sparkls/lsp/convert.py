@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 
 from lsprotocol import types
 
 from sparkls.document import Document
+from sparkls.edits import Edit
 from sparkls.lsp.positions import Encoding, LineIndex
 from sparkls.pipeline import Suggestion
 
@@ -29,15 +31,15 @@ def index_of(doc: Document) -> LineIndex:
     return idx
 
 
-def apply_change(doc: Document, change: types.TextDocumentContentChangeEvent, version: int,
-                 encoding: Encoding) -> Document:
-    """Apply one `didChange` content change (incremental or whole text)."""
+def change_span(doc: Document, change: types.TextDocumentContentChangeEvent, encoding: Encoding,
+                ) -> tuple[int, int, str]:
+    """One `didChange` content change (incremental or whole text) as (start, end, new text) offsets."""
     if isinstance(change, types.TextDocumentContentChangePartial):
         idx = index_of(doc)
         start = idx.offset(change.range.start.line, change.range.start.character, encoding)
         end = idx.offset(change.range.end.line, change.range.end.character, encoding)
-        return doc.edit(start, max(start, end), change.text, version)
-    return doc.replace_all(change.text, version)
+        return start, max(start, end), change.text
+    return 0, len(doc.text), change.text
 
 
 class InvalidPosition(ValueError):
@@ -93,3 +95,23 @@ def completion_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.
                 new_text=new_text),
         )
     ])
+
+
+def text_edits(doc: Document, edits: Sequence[Edit], encoding: Encoding) -> list[types.TextEdit]:
+    """Pipeline edits (offsets into `doc.text`) as LSP `TextEdit`s in the negotiated encoding."""
+    idx = index_of(doc)
+    return [types.TextEdit(range=types.Range(start=_position(idx, e.start, encoding),
+                                             end=_position(idx, e.end, encoding)), new_text=e.text)
+            for e in edits]
+
+
+def workspace_edit(doc: Document, edits: Sequence[Edit], encoding: Encoding,
+                   document_changes: bool = True) -> types.WorkspaceEdit:
+    """A `WorkspaceEdit` of minimal edits guarded by the version they were computed for (a
+    `TextDocumentEdit`); a client without `documentChanges` support gets the plain `changes` map."""
+    tes = text_edits(doc, edits, encoding)
+    if not document_changes:
+        return types.WorkspaceEdit(changes={doc.uri: tes})
+    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
+        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+        edits=list(tes))])

@@ -10,6 +10,7 @@ request for the same document, in which case the engine request is aborted).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 from typing import Any
 
@@ -23,7 +24,7 @@ from pygls.protocol.language_server import lsp_method
 from sparkls import __version__, pipeline
 from sparkls.document import Document
 from sparkls.engine.base import EngineError
-from sparkls.lsp import convert
+from sparkls.lsp import convert, edit_features
 from sparkls.session import Session, UnknownDocument
 from sparkls.settings import resolve
 
@@ -57,6 +58,17 @@ class SparkProtocol(LanguageServerProtocol):
     def _forward(self, method: str, params: Any):  # type: ignore[no-untyped-def]
         if (handler := self.fm.features.get(method)) is not None:
             yield handler, (params,), None
+
+    @lsp_method(types.WORKSPACE_EXECUTE_COMMAND)
+    async def lsp_workspace__execute_command(self, params: types.ExecuteCommandParams) -> Any:
+        # pygls runs commands through a generator whose request future does not own the command's task,
+        # so `$/cancelRequest` answered the request but never cancelled the command (a streaming edit
+        # ran on). A coroutine here is the request's own task: cancelling it cancels the command.
+        handler = self.fm.commands.get(params.command)
+        if handler is None:
+            raise JsonRpcInvalidParams(f"unknown command {params.command!r}")
+        result = handler(*(params.arguments or []))
+        return await result if inspect.isawaitable(result) else result
 
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams):  # type: ignore[no-untyped-def]
@@ -131,7 +143,9 @@ def create_server() -> SparkServer:
             log.warning("didChange for a document that is not open: %s", uri)
             return
         for change in params.content_changes:
-            doc = convert.apply_change(doc, change, params.text_document.version, ls.session.encoding)
+            start, end, text = convert.change_span(doc, change, ls.session.encoding)
+            ls.session.record_change(doc, start, end, text, params.text_document.version)
+            doc = doc.edit(start, end, text, params.text_document.version)
         ls.session.update(doc)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
@@ -168,10 +182,30 @@ def create_server() -> SparkServer:
             return None
         return doc, s
 
+    def predicted_insertion(ls: SparkServer, uri: str, position: types.Position) -> types.InlineCompletionList | None:
+        """The latest next-edit prediction, when it is an insertion at the cursor of this version."""
+        p = ls.session.predictions.get(uri)
+        doc = ls.session.documents.get(uri)
+        if p is None or doc is None or p.version != doc.version or not p.edits:
+            return None
+        first = p.edits[0]
+        try:
+            cursor = convert.cursor_offset(doc, position, ls.session.encoding)
+        except convert.InvalidPosition:
+            return None
+        if len(p.edits) != 1 or first.start != cursor or first.end != cursor:
+            return None
+        log.info("%s: the predicted edit is an insertion at the cursor: offered inline", p.request_id)
+        return convert.inline_items(doc, pipeline.Suggestion(uri, doc.version, cursor, first.text, "multi",
+                                                             "nextedit", request_id=p.request_id), ls.session.encoding)
+
     @server.feature(types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions())
     async def inline_completion(ls: SparkServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
         kind = params.context.trigger_kind if params.context is not None else None
         invoked = kind == types.InlineCompletionTriggerKind.Invoked
+        predicted = predicted_insertion(ls, params.text_document.uri, params.position)
+        if predicted is not None:
+            return predicted
         found = await suggestion_at(ls, params.text_document.uri, params.position, invoked)
         if found is None:
             return types.InlineCompletionList(items=[])
@@ -195,4 +229,5 @@ def create_server() -> SparkServer:
         h = await engine.health()
         return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats)}
 
+    edit_features.register(server)
     return server

@@ -1,0 +1,91 @@
+"""A test editor on top of pytest-lsp's client: it keeps the buffer, applies `workspace/applyEdit`
+like an editor (refusing an edit for a stale version), and reports every change with `didChange`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import attrs
+from lsprotocol import types
+from pytest_lsp import LanguageClient
+
+from tests.e2e.lsp_client import open_doc, position
+from tests.test_edits import apply_lsp, lsp_offset
+
+
+@attrs.define
+class CodeActionsResponse:
+    """lsprotocol structures a `Command | CodeAction` that has a `command` field as a Command (editors
+    tell them apart by the field's type: a string in a Command, an object in a CodeAction); the test
+    client reads code action lists as CodeActions."""
+
+    id: int | str
+    result: list[types.CodeAction] | None
+    jsonrpc: str = "2.0"
+
+
+@dataclass
+class Editor:
+    client: LanguageClient
+    encoding: str = "utf-16"
+    texts: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, int] = field(default_factory=dict)
+    states: list[str] = field(default_factory=list)  # the buffer after each applied edit
+    refused: int = 0
+    on_applied: Callable[[Editor, str], None] | None = None  # called after each applied edit (uri)
+
+    def __post_init__(self) -> None:
+        def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+            return self._apply_edit(params)
+
+        self.client.feature(types.WORKSPACE_APPLY_EDIT)(apply_edit)
+        proto = self.client.protocol
+        result_type = proto.get_result_type
+        proto.get_result_type = lambda m: (  # type: ignore[method-assign]
+            CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m))
+
+    def open(self, uri: str, text: str, language: str = "python") -> None:
+        self.texts[uri], self.versions[uri] = text, 1
+        open_doc(self.client, uri, text, language)
+
+    def pos(self, uri: str, offset: int) -> types.Position:
+        return position(self.texts[uri], offset, self.encoding)
+
+    def type(self, uri: str, offset: int, end: int, text: str) -> None:
+        """The user replaces text[offset:end] with `text`."""
+        old = self.texts[uri]
+        rng = types.Range(start=self.pos(uri, offset), end=self.pos(uri, end))
+        self._change(uri, old[:offset] + text + old[end:], [types.TextDocumentContentChangePartial(range=rng,
+                                                                                                  text=text)])
+
+    def _change(self, uri: str, new: str, changes: list[types.TextDocumentContentChangePartial]) -> None:
+        self.texts[uri] = new
+        self.versions[uri] += 1
+        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
+            content_changes=list(changes)))
+
+    def _apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
+        for tde in params.edit.document_changes or []:
+            uri = tde.text_document.uri
+            if tde.text_document.version != self.versions.get(uri):
+                self.refused += 1
+                return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
+            old = self.texts[uri]
+            new = apply_lsp(old, tde.edits, self.encoding)
+            # Report the edits as content changes, last first, so each range is valid when applied in turn.
+            ordered = sorted(tde.edits, key=lambda e: lsp_offset(old, e.range.start.line, e.range.start.character,
+                                                                  self.encoding), reverse=True)
+            self._change(uri, new, [types.TextDocumentContentChangePartial(range=e.range, text=e.new_text)
+                                    for e in ordered])
+            self.states.append(new)
+            if self.on_applied is not None:
+                self.on_applied(self, uri)
+        return types.ApplyWorkspaceEditResult(applied=True)
+
+
+def apply_workspace_edit(text: str, edit: types.WorkspaceEdit, version: int, encoding: str = "utf-16") -> str:
+    (tde,) = edit.document_changes
+    assert tde.text_document.version == version, "the edit must carry the version it was computed for"
+    return apply_lsp(text, tde.edits, encoding)

@@ -1,0 +1,300 @@
+"""Edit features end to end over stdio with the deterministic fake engine (it runs no model): code
+actions listed without the model, resolved to versioned minimal edits, streamed line by line with a
+consistent buffer after every edit, cancelled (engine aborted; reverted or kept), redirected, stopped
+by a user edit; next-edit predictions as `sparkls/inlineEdit`, inline completion and code action."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+
+from tests.e2e.editor import Editor, apply_workspace_edit
+from tests.e2e.lsp_client import lsp, metrics
+
+URI = "file:///w/calc.py"
+TEXT = 'import math\n\n\ndef area(r):\n    pass\n\n\ndef name():\n    return "😀 漢字"\n'
+BODY = "def area(r):\n    return math.pi * r * r\n"
+
+
+def fence(code: str) -> str:
+    return code + "```\n"
+
+
+def actions_at(c, uri: str, pos: types.Position, diagnostics=()) -> list[types.CodeAction]:
+    return c.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+        context=types.CodeActionContext(diagnostics=list(diagnostics))))
+
+
+def titled(found: list[types.CodeAction], word: str) -> types.CodeAction:
+    return next(a for a in found if word in a.title)
+
+
+async def execute(c, ed: Editor, word: str = "Implement", at: str = "pass", timeout: float = 20):
+    """List the actions at `at`, run the one titled with `word` as its streaming command."""
+    found = await actions_at(c, URI, ed.pos(URI, ed.texts[URI].index(at)))
+    cmd = titled(found, word).command
+    return await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
+        command=cmd.command, arguments=cmd.arguments)), timeout)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+async def test_code_actions_are_listed_without_the_model_and_resolve_to_versioned_minimal_edits(encoding):
+    async with lsp(encoding=encoding, options={"engine": "fake", "fakeResponse": fence(BODY)}) as (c, init):
+        assert init.capabilities.code_action_provider.resolve_provider
+        ed = Editor(c, encoding)
+        ed.open(URI, TEXT)
+        diag = types.Diagnostic(range=types.Range(start=ed.pos(URI, TEXT.index("pass")),
+                                                  end=ed.pos(URI, TEXT.index("pass") + 4)),
+                                message="area() returns None", source="pytest")
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")), [diag])
+        titles = [a.title for a in found]
+        assert any("Fix `area() returns None`" in t for t in titles)
+        assert any("Implement `area`" in t for t in titles)
+        assert any("docstring" in t for t in titles) and any("annotations" in t for t in titles)
+        assert any("Rewrite with an instruction" in t for t in titles)
+        assert (await metrics(c)).engine == []  # listing ran no model
+        resolved = await c.code_action_resolve_async(titled(found, "Implement"))
+        new = apply_workspace_edit(TEXT, resolved.edit, 1, encoding)
+        assert new == TEXT.replace("def area(r):\n    pass\n", BODY)
+        (tde,) = resolved.edit.document_changes
+        # Minimal: the signature line and the rest of the file are untouched.
+        assert all(e.range.start.line == 4 for e in tde.edits)
+
+
+async def test_an_action_listed_for_an_older_version_resolves_to_no_edit():
+    async with lsp(options={"engine": "fake", "fakeResponse": fence(BODY)}) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+        ed.type(URI, 0, 0, "# a comment\n")
+        resolved = await c.code_action_resolve_async(titled(found, "Implement"))
+        assert resolved.edit is None
+
+
+async def test_a_streaming_edit_applies_each_completed_line_and_the_buffer_stays_valid():
+    new_body = "def area(r):\n    '''Area of a circle.'''\n    result = math.pi * r * r\n    return result\n"
+    opts = {"engine": "fake", "fakeResponse": fence(new_body), "fakeTokenDelayMs": 5}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        out = await execute(c, ed)
+        assert out["reason"] == "done"
+        final = TEXT.replace("def area(r):\n    pass\n", new_body)
+        assert ed.texts[URI] == final
+        assert len(ed.states) >= 3 and ed.refused == 0  # one edit per completed line (unchanged lines need none)
+        for state in ed.states:  # every intermediate buffer: the rest of the file intact, whole lines in the region
+            assert state.startswith("import math\n\n\ndef area(r):\n")
+            assert state.endswith(TEXT[TEXT.index("\n\n\ndef name") :])
+        tokens = [t for t, r in c.progress_reports.items() if str(t).startswith("sparkls-edit")]
+        assert tokens and any(getattr(r, "kind", "") == "end" for r in c.progress_reports[tokens[0]])
+
+
+async def run_and_cancel(c, ed: Editor, via: str) -> tuple[object, list]:
+    found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+    cmd = titled(found, "Implement").command
+    fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
+                                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                                msg_id=777))
+    for _ in range(200):  # until two lines are in the buffer
+        await asyncio.sleep(0.02)
+        if len(ed.states) >= 2:
+            break
+    assert len(ed.states) >= 2
+    if via == "request":
+        c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
+    else:
+        (token,) = [t for t in c.progress_reports if str(t).startswith("sparkls-edit")]
+        c.protocol.notify(types.WINDOW_WORK_DONE_PROGRESS_CANCEL, types.WorkDoneProgressCancelParams(token=token))
+    try:
+        result = await asyncio.wait_for(fut, 10)
+    except JsonRpcException as e:
+        result = e
+    for _ in range(100):  # the response may come before the abort and the revert are done
+        engine = (await metrics(c)).engine
+        if engine and ed.texts[URI] in (TEXT, ed.states[-1]):
+            break
+        await asyncio.sleep(0.05)
+    return result, engine
+
+
+LONG = "def area(r):\n" + "".join(f"    x{i} = {i}\n" for i in range(40)) + "    return x0\n"
+
+
+@pytest.mark.parametrize("via", ["request", "progress"])
+async def test_cancel_aborts_the_engine_and_reverts_the_region(via):
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        result, engine = await run_and_cancel(c, ed, via)
+        if via == "request":
+            assert isinstance(result, JsonRpcException) and result.code == types.LSPErrorCodes.RequestCancelled
+        else:
+            assert result["reason"] == "cancelled"
+        (rec,) = engine
+        assert rec.finish_reason == "abort" and rec.decode_tokens < 60  # stopped long before the ~170 tokens
+        await asyncio.sleep(0.3)
+        assert ed.texts[URI] == TEXT  # reverted: the buffer is as it was
+
+
+async def test_cancel_can_keep_what_was_applied():
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30, "editCancel": "keep"}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        await run_and_cancel(c, ed, "request")
+        await asyncio.sleep(0.3)
+        text = ed.texts[URI]
+        assert text != TEXT and "    x0 = 0\n" in text and text.endswith(TEXT[TEXT.index("\n\n\ndef name"):])
+
+
+async def test_redirect_aborts_and_continues_from_the_buffer_with_the_new_instruction():
+    loud = "def area(r):\n    return LOUD\n"
+    script = {"": fence(LONG), "Instruction: make it loud": fence(loud)}
+    opts = {"engine": "fake", "fakeResponse": json.dumps(script), "fakeTokenDelayMs": 30}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+        cmd = titled(found, "Implement").command
+        fut = asyncio.ensure_future(c.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=cmd.command, arguments=cmd.arguments)))
+        for _ in range(500):
+            if len(ed.states) >= 2:
+                break
+            await asyncio.sleep(0.02)
+        red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
+            command="sparkls.redirect", arguments=["make it loud", URI]))
+        assert red["redirected"]
+        out = await asyncio.wait_for(fut, 20)
+        assert out["reason"] == "done" and out["redirects"] == 1 and len(out["requestIds"]) == 2
+        assert ed.texts[URI] == TEXT.replace("def area(r):\n    pass\n", loud)
+        first = next(r for r in (await metrics(c)).engine if r.requestId == out["requestIds"][0])
+        assert first.finish_reason == "abort"
+
+
+async def test_a_user_edit_inside_the_region_stops_the_stream():
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 20}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+
+        def user_types(editor: Editor, uri: str) -> None:
+            if len(editor.states) == 2:  # right after the second streamed line, the user types in the region
+                at = editor.texts[uri].index("def area(r):") + len("def area")
+                editor.type(uri, at, at, "_of_circle")
+
+        ed.on_applied = user_types
+        ed.open(URI, TEXT)
+        out = await execute(c, ed)
+        assert out["reason"] == "user-edit"
+        assert "def area_of_circle(r):" in ed.texts[URI]  # the user's edit stays; nothing fought it
+        assert len(ed.states) == 2
+        (rec,) = (await metrics(c)).engine
+        assert rec.finish_reason == "abort"
+
+
+async def test_edits_above_the_region_while_streaming_shift_it():
+    body = "def area(r):\n    a = 1\n    b = 2\n    return a + b\n"
+    opts = {"engine": "fake", "fakeResponse": fence(body), "fakeTokenDelayMs": 20}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c)
+
+        def user_types(editor: Editor, uri: str) -> None:
+            if len(editor.states) == 1:
+                editor.type(uri, 0, 0, "import os\n")
+
+        ed.on_applied = user_types
+        ed.open(URI, TEXT)
+        out = await execute(c, ed)
+        assert out["reason"] == "done"
+        assert ed.texts[URI] == "import os\n" + TEXT.replace("def area(r):\n    pass\n", body)
+
+
+async def test_rewrite_with_an_instruction_takes_it_as_a_command_argument():
+    script = {"": fence("WRONG\n"), "Instruction: use tau": fence("def area(r):\n    return math.tau * r * r / 2\n")}
+    async with lsp(options={"engine": "fake", "fakeResponse": json.dumps(script)}) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+        cmd = titled(found, "Rewrite").command
+        with pytest.raises(JsonRpcException):  # no instruction: a clear error, nothing applied
+            await c.workspace_execute_command_async(types.ExecuteCommandParams(
+                command=cmd.command, arguments=cmd.arguments))
+        out = await c.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=cmd.command, arguments=[*cmd.arguments, "use tau"]))
+        assert out["reason"] == "done" and "math.tau" in ed.texts[URI]
+
+
+SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
+
+
+async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
+    predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute_v2(3)\n"
+    # The fake engine predicts the rename only when the prompt shows the user's edit in its history.
+    script = {"": fence(SERIES), "-a = compute(1)\n+a = compute_v2(1)": fence(predicted)}
+    async with lsp(options={"engine": "fake", "fakeResponse": json.dumps(script)}) as (c, _):
+        ed = Editor(c)
+        uri = "file:///w/series.py"
+        ed.open(uri, SERIES)
+        at = SERIES.index("(1)")
+        ed.type(uri, at, at, "_v2")  # the user renames the first call
+        cur = ed.pos(uri, SERIES.index("\nb") + 1)
+        r = await c.protocol.send_request_async("sparkls/inlineEdit", {
+            "textDocument": {"uri": uri, "version": ed.versions[uri]}, "position": {"line": cur.line,
+                                                                                  "character": cur.character}})
+        assert r.textDocument.version == ed.versions[uri]
+        edits = [types.TextEdit(range=types.Range(start=types.Position(e.range.start.line, e.range.start.character),
+                                                  end=types.Position(e.range.end.line, e.range.end.character)),
+                                new_text=e.newText) for e in r.edits]
+        assert [e.new_text for e in edits] == ["_v2", "_v2"]  # minimal: two insertions, nothing rewritten
+        assert len((await metrics(c)).engine) == 1
+        # As a code action, the prediction is listed with its edit, instantly (no new engine request).
+        found = await actions_at(c, uri, cur)
+        apply = titled(found, "Apply predicted edit")
+        assert apply.edit is not None and len((await metrics(c)).engine) == 1
+        before = ed.texts[uri]
+        assert apply_workspace_edit(before, apply.edit, ed.versions[uri]) == predicted
+
+
+async def test_a_predicted_insertion_at_the_cursor_is_offered_as_inline_completion():
+    predicted = "def f(x):\n    return x\n\nprint(f(1))\n"
+    async with lsp(options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+        ed = Editor(c)
+        uri = "file:///w/f.py"
+        text = "def f(x):\n    return x\n\n"
+        ed.open(uri, text)
+        cur = ed.pos(uri, len(text))
+        r = await c.protocol.send_request_async("sparkls/inlineEdit", {
+            "textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}})
+        assert [e.newText for e in r.edits] == ["print(f(1))\n"]
+        inline = await c.text_document_inline_completion_async(types.InlineCompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=cur,
+            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        assert [i.insert_text for i in inline.items] == ["print(f(1))\n"]
+        assert len((await metrics(c)).engine) == 1  # served from the prediction, no new request
+
+
+async def test_accepting_a_prediction_prefetches_the_next_one_at_background_priority():
+    predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute(3)\n"
+    async with lsp(options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+        ed = Editor(c)
+        uri = "file:///w/series.py"
+        ed.open(uri, SERIES)
+        at = SERIES.index("(1)")
+        ed.type(uri, at, at, "_v2")
+        cur = ed.pos(uri, ed.texts[uri].index("\nb") + 1)
+        await c.protocol.send_request_async("sparkls/inlineEdit", {
+            "textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}})
+        at = ed.texts[uri].index("(2)")
+        ed.type(uri, at, at, "_v2")  # the user accepts: the buffer now shows the prediction
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            engine = (await metrics(c)).engine
+            if len(engine) == 2:
+                break
+        assert [r.priority for r in engine] == [0, 2]  # interactive, then the background prefetch

@@ -1,0 +1,134 @@
+"""The pure core of edits: regions and actions from tree-sitter, rewrite prompts and answers, the
+next-edit history, and the region tracker of streaming edits."""
+
+import pytest
+from sparkls import actions, nextedit, regions, rewrite
+from sparkls.document import Document
+from sparkls.streaming import RegionTracker, UserEdited
+
+from tests.conftest import doc_at
+
+STUBS = [
+    ("python", "def f(x):\n    <|>pass\n"),
+    ("python", 'def f(x):\n    """Doc."""\n    ...<|>\n'),
+    ("python", "def f(x):\n    # TODO<|>\n    raise NotImplementedError\n"),
+    ("go", "package m\n\nfunc F(x int) int {\n\tpanic(\"TODO\")<|>\n}\n"),
+    ("rust", "fn f(x: i32) -> i32 {\n    todo!()<|>\n}\n"),
+    ("typescript", "function f(x: number): number {\n  throw new Error('not implemented');<|>\n}\n"),
+]
+
+
+@pytest.mark.parametrize(("language", "text"), STUBS)
+def test_a_stub_body_offers_implement(language, text):
+    doc, cur = doc_at(text, language)
+    kinds = [a.kind for a in actions.available(doc, cur, cur, [])]
+    assert "implement" in kinds
+
+
+def test_a_real_body_does_not_offer_implement_but_offers_docstring_and_annotations():
+    doc, cur = doc_at("def f(x):\n    return x<|> + 1\n")
+    kinds = [a.kind for a in actions.available(doc, cur, cur, [])]
+    assert "implement" not in kinds and {"docstring", "annotate", "rewrite"} <= set(kinds)
+
+
+def test_an_annotated_documented_function_offers_neither():
+    doc, cur = doc_at('def f(x: int) -> int:\n    """Add one."""\n    return x<|> + 1\n')
+    kinds = [a.kind for a in actions.available(doc, cur, cur, [])]
+    assert "docstring" not in kinds and "annotate" not in kinds
+
+
+def test_a_diagnostic_under_the_cursor_offers_a_fix_of_its_function():
+    doc, cur = doc_at("import os\n\n\ndef f(x):\n    return y<|>\n\n\ndef g():\n    pass\n")
+    problem = actions.Problem(cur - 1, cur, "NameError: name 'y' is not defined")
+    (fix,) = [a for a in actions.available(doc, cur, cur, [problem]) if a.kind == "fix"]
+    assert doc.text[fix.start : fix.end] == "def f(x):\n    return y\n"
+    assert "NameError" in actions.instruction_of(fix, "python")
+
+
+def test_the_region_of_a_decorated_method_is_its_whole_lines_with_the_decorator():
+    doc, cur = doc_at("class A:\n    @property\n    def v(self):\n        return 1<|>\n\n    x = 2\n")
+    r = regions.region_for(doc, cur, cur)
+    assert r.kind == "function" and r.name == "v"
+    assert r.text(doc) == "    @property\n    def v(self):\n        return 1\n"
+
+
+def test_a_selection_is_its_own_lines():
+    doc = Document.open("file:///t.py", "python", 1, "a = 1\nb = 2\nc = 3\n")
+    r = regions.region_for(doc, 7, 9)
+    assert (r.kind, r.text(doc)) == ("selection", "b = 2\n")
+
+
+def test_actions_round_trip_through_their_data():
+    a = actions.Action("fix", "file:///t.py", 3, 0, 10, "t", diagnostic="boom")
+    assert actions.Action.from_data(a.to_data()) == a
+    with pytest.raises(ValueError):
+        actions.Action.from_data({"kind": "format-disk"})
+
+
+def test_the_rewrite_prompt_puts_the_instruction_last_and_opens_the_answer_fence():
+    doc = Document.open("file:///t.py", "python", 1, "import os\n\ndef f():\n    pass\n")
+    p = rewrite.render(doc, 11, len(doc.text), "make it faster")
+    assert p.text.index("def f():") < p.text.index("Instruction: make it faster")
+    assert p.text.endswith("<|im_start|>assistant\n```python\n")
+    assert p.region == "def f():\n    pass\n"
+
+
+def test_the_line_reader_yields_completed_lines_and_stops_at_the_fence():
+    r = rewrite.LineReader()
+    assert r.feed("def f():\n    ret") == ["def f():\n"]
+    assert r.feed("urn 1\n``") == ["    return 1\n"]
+    assert r.feed("`\nprint('chatter')\n") == []
+    assert r.done and r.lines == ["def f():\n", "    return 1\n"]
+
+
+def test_compose_keeps_the_original_tail_until_the_rewrite_is_final():
+    original = "a\nb\nc\nd\n"
+    assert rewrite.compose(original, ["a\n", "B\n"]) == "a\nB\nc\nd\n"
+    assert rewrite.compose(original, ["a\n", "B\n"], final=True) == "a\nB\n"
+    assert rewrite.compose(original, []) == original
+
+
+def test_reindent_restores_the_regions_indentation():
+    assert rewrite.reindent(["def f():\n", "    pass\n"], "    ") == ["    def f():\n", "        pass\n"]
+    assert rewrite.reindent(["    x\n"], "    ") == ["    x\n"]
+
+
+def test_keystrokes_on_one_line_merge_into_one_hunk_and_an_undo_removes_it():
+    h = nextedit.History()
+    text = "a = compute(1)\nb = 2\n"
+    at = text.index("(")
+    for i, ch in enumerate("_v2"):
+        h.record(text, at + i, at + i, ch, now=1.0 + i)
+        text = text[: at + i] + ch + text[at + i :]
+    assert len(h.hunks) == 1
+    assert h.diff_text() == "@@ line 1 @@\n-a = compute(1)\n+a = compute_v2(1)"
+    h.record(text, at, at + 3, "", now=5.0)
+    assert not h.hunks
+
+
+def test_edits_far_apart_are_separate_hunks():
+    h = nextedit.History()
+    text = "x = 1\n" * 20
+    h.record(text, 0, 1, "y", now=0)
+    text = "y" + text[1:]
+    h.record(text, 60, 61, "z", now=1)
+    assert [hk.line for hk in h.hunks] == [0, 10]
+
+
+def test_the_next_edit_window_is_whole_lines_around_the_cursor():
+    text = "".join(f"l{i}\n" for i in range(20))
+    s, e = nextedit.window(text, text.index("l10"), 2, 3)
+    assert text[s:e] == "l8\nl9\nl10\nl11\nl12\nl13\n"
+
+
+def test_the_tracker_shifts_the_region_for_edits_above_and_stops_for_the_users_edits_inside():
+    doc = Document.open("file:///t.py", "python", 1, "head\nREGION\ntail\n")
+    t = RegionTracker(doc, 5, 12)
+    above = Document.open("file:///t.py", "python", 2, "new head\nREGION\ntail\n")
+    assert t.locate(above, [(2, 0, 0, "new ")]) and (t.start, t.end) == (9, 16)
+    t.expected = "REGION2\n"
+    ours = Document.open("file:///t.py", "python", 3, "new head\nREGION2\ntail\n")
+    assert t.locate(ours, [(3, 15, 15, "2")]) and t.expected is None
+    theirs = Document.open("file:///t.py", "python", 4, "new head\nREGXION2\ntail\n")
+    with pytest.raises(UserEdited):
+        t.locate(theirs, [(4, 12, 12, "X")])
