@@ -34,12 +34,12 @@ def titled(found: list[types.CodeAction], word: str) -> types.CodeAction:
     return next(a for a in found if word in a.title)
 
 
-async def execute(c, ed: Editor, word: str = "Implement", at: str = "pass", timeout: float = 20):
+async def execute(c, ed: Editor, word: str = "Implement", at: str = "pass"):
     """List the actions at `at`, run the one titled with `word` as its streaming command."""
     found = await actions_at(c, URI, ed.pos(URI, ed.texts[URI].index(at)))
     cmd = titled(found, word).command
     return await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=cmd.command, arguments=cmd.arguments)), timeout)
+        command=cmd.command, arguments=cmd.arguments)), 20)
 
 
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
