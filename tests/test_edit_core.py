@@ -101,7 +101,8 @@ def test_keystrokes_on_one_line_merge_into_one_hunk_and_an_undo_removes_it():
         h.record(text, at + i, at + i, ch, now=1.0 + i)
         text = text[: at + i] + ch + text[at + i :]
     assert len(h.hunks) == 1
-    assert h.diff_text() == "@@ line 1 @@\n-a = compute(1)\n+a = compute_v2(1)"
+    assert nextedit.describe(h.hunks[0]) == "replaced `compute` with `compute_v2` on line 1"
+    assert "replaced `compute` with `compute_v2`" in nextedit.instruction(h)
     h.record(text, at, at + 3, "", now=5.0)
     assert not h.hunks
 
@@ -132,3 +133,13 @@ def test_the_tracker_shifts_the_region_for_edits_above_and_stops_for_the_users_e
     theirs = Document.open("file:///t.py", "python", 4, "new head\nREGXION2\ntail\n")
     with pytest.raises(UserEdited):
         t.locate(theirs, [(4, 12, 12, "X")])
+
+
+@pytest.mark.parametrize(("old", "new", "said"), [
+    ("    count = len(values)", "    n = len(values)", "replaced `count` with `n` on line 1"),
+    ("f(a)", "f(a, b)", "inserted `, b` on line 1"),
+    ("f(a, b)", "f(a)", "deleted `, b` from line 1"),
+    ("total = 1", "total_sum = 1", "replaced `total` with `total_sum` on line 1"),
+])
+def test_a_hunk_is_described_in_words(old, new, said):
+    assert nextedit.describe(nextedit.Hunk(0, [old], [new], 0.0)) == said

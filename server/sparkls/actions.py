@@ -66,8 +66,9 @@ def instruction_of(action: Action, language: str) -> str:
         return (f"Fix this problem reported for the code: {action.diagnostic}\n"
                 "Change as little as possible; keep everything else exactly as it is.")
     if action.kind == "implement":
-        return ("Implement the body of this function so that it does what its name, signature and docstring "
-                "say. Keep the signature and the docstring unchanged.")
+        return ("This function is a stub. Replace its placeholder body (`pass`, `...`, a TODO) with a complete, "
+                "working implementation of what its name, signature and docstring describe. Keep the signature and "
+                "the docstring unchanged.")
     if action.kind == "docstring":
         style = "a docstring" if language == "python" else "a doc comment right above it"
         return f"Add {style} that explains what this code does, its parameters and its result. Do not change the code."

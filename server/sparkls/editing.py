@@ -111,7 +111,7 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
     gen = LineGeneration(engine, request_for(p.text, original, settings, priority, rid))
     async for _ in gen:
         pass
-    answer = nextedit.clean("".join(gen.reader.lines))
+    answer = "".join(gen.lines)
     text = rewrite.finish_like(answer, original) if answer.strip() else original
     es = edits.region_edits(doc.text, p.start, p.end, text)
     return EditResult(doc.uri, doc.version, p.start, p.end, original, text, es, rid, gen.stats,

@@ -3,7 +3,9 @@
 `History` keeps the last edits of one document as small line hunks with timestamps, fed from each
 `didChange` content change; keystrokes inside the lines of the previous hunk merge into it (typing
 a word is one hunk, not eight). `render` asks the model to rewrite an editable window around the
-cursor with the next edit applied; the window's minimal diff is the prediction.
+cursor with the next edit applied, the recent hunks described in words (`describe`: the 0.5B model
+follows "replaced `count` with `n` on line 2" where it echoed a diff unchanged); the window's
+minimal diff is the prediction.
 """
 
 from __future__ import annotations
@@ -12,15 +14,8 @@ import collections
 import time
 from dataclasses import dataclass
 
+from sparkls import rewrite
 from sparkls.document import Document
-from sparkls.rewrite import FENCE, chatml, fence_lang
-
-CURSOR = "<|user_cursor|>"
-START, END = "<|editable_region_start|>", "<|editable_region_end|>"
-SYSTEM = ("You predict the next edit a developer makes. From their recent edits, infer what they are doing and "
-          "apply the next step of it inside the editable region: continue a rename, repeat a change on similar "
-          "lines, finish what was started. Reply with the editable region rewritten, in one fenced code block, "
-          "and nothing else; leave lines that need no change exactly as they are.")
 
 MAX_HUNK_CHARS = 4000
 
@@ -70,14 +65,53 @@ class History:
         if old_lines != new_lines:
             self.hunks.append(Hunk(first, old_lines, new_lines, now))
 
-    def diff_text(self, limit: int = 6) -> str:
-        """The most recent hunks, oldest first, as a unified-diff-like text."""
-        out = []
-        for h in list(self.hunks)[-limit:]:
-            out.append(f"@@ line {h.line + 1} @@")
-            out.extend("-" + ln for ln in h.old)
-            out.extend("+" + ln for ln in h.new)
-        return "\n".join(out)
+
+def _ident(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _changed_words(old: str, new: str) -> tuple[str, str]:
+    """The changed part of one line (or lines), widened to whole identifiers when the change is inside one."""
+    p = 0
+    while p < min(len(old), len(new)) and old[p] == new[p]:
+        p += 1
+    q = 0
+    while q < min(len(old), len(new)) - p and old[len(old) - 1 - q] == new[len(new) - 1 - q]:
+        q += 1
+    oe, ne = len(old) - q, len(new) - q
+
+    def touches(at_old: int, at_new: int) -> bool:
+        return (at_old < oe and _ident(old[at_old])) or (at_new < ne and _ident(new[at_new]))
+
+    while p > 0 and _ident(old[p - 1]) and touches(p, p):
+        p -= 1
+    while q > 0 and _ident(old[oe]) and ((oe > p and _ident(old[oe - 1])) or (ne > p and _ident(new[ne - 1]))):
+        oe, ne, q = oe + 1, ne + 1, q - 1
+    return old[p:oe].strip(), new[p:ne].strip()
+
+
+def describe(h: Hunk) -> str:
+    """One hunk in words ("replaced `count` with `n` on line 2"): small models follow words better than diffs."""
+    a, b = _changed_words("\n".join(h.old), "\n".join(h.new))
+    where = f"line {h.line + 1}" if len(h.new) <= 1 else f"lines {h.line + 1}-{h.line + len(h.new)}"
+    if "\n" in a or "\n" in b or len(a) > 80 or len(b) > 80:
+        return f"rewrote {where}"
+    if a and b:
+        return f"replaced `{a}` with `{b}` on {where}"
+    if b:
+        return f"inserted `{b}` on {where}"
+    return f"deleted `{a}` from {where}" if a else f"changed {where}"
+
+
+def instruction(history: History | None, limit: int = 3) -> str:
+    """What the model is asked: continue the most recent edits, described in words."""
+    hunks = list(history.hunks)[-limit:] if history is not None else []
+    if not hunks:
+        return ("Make the next edit the developer is most likely to make in this code (finish what is unfinished); "
+                "if nothing needs to change, repeat the code unchanged.")
+    said = "; then ".join(describe(h) for h in hunks)
+    return (f"The developer just {said}. Make the same change wherever it is still missing in this code, or the "
+            "next edit that follows from it; change nothing else.")
 
 
 @dataclass(frozen=True)
@@ -103,22 +137,8 @@ def window(text: str, cursor: int, before: int, after: int) -> tuple[int, int]:
 
 
 def render(doc: Document, cursor: int, history: History | None, path: str = "", before: int = 3,
-           after: int = 8, context_lines: int = 30) -> NextEditPrompt:
+           after: int = 8) -> NextEditPrompt:
+    """Ask for the editable window around the cursor rewritten with the next edit (the rewrite prompt)."""
     s, e = window(doc.text, cursor, before, after)
-    lang = fence_lang(doc.language)
-    head = "".join(doc.text[:s].splitlines(keepends=True)[-context_lines:])
-    tail = "".join(doc.text[e:].splitlines(keepends=True)[:context_lines // 2])
-    editable = doc.text[s:cursor] + CURSOR + doc.text[cursor:e]
-    edits = history.diff_text() if history is not None else ""
-    parts = [f"File: {path or doc.uri}"]
-    parts.append(f"Recent edits, oldest first:\n{FENCE}diff\n{edits}\n{FENCE}" if edits else "No recent edits.")
-    parts.append(f"The code ({CURSOR} marks the cursor):\n{FENCE}{lang}\n{head}{START}\n{editable.rstrip(chr(10))}\n"
-                 f"{END}\n{tail}{FENCE}")
-    parts.append("Rewrite the editable region with the next edit applied.")
-    return NextEditPrompt(chatml(SYSTEM, "\n\n".join(parts), f"{FENCE}{lang}\n"), s, e)
-
-
-def clean(answer: str) -> str:
-    """The model's rewritten window without the markers it may echo."""
-    lines = [ln for ln in answer.split("\n") if ln.strip() not in (START, END)]
-    return "\n".join(lines).replace(CURSOR, "")
+    p = rewrite.render(doc, s, e, instruction(history), path)
+    return NextEditPrompt(p.text, s, e)

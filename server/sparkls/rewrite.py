@@ -14,6 +14,7 @@ rewrite streams; `reindent` repairs a model that dropped the region's indentatio
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 
 from sparkls import regions
@@ -39,6 +40,15 @@ def fence_lang(language: str) -> str:
     return FENCE_LANG.get(language, language)
 
 
+_IMPORT = re.compile(r"^(import |from \S+ import |use |#include |using |package )")
+
+
+def imports_of(doc: Document, limit: int = 30) -> str:
+    """The file's top-level import lines (the names a rewrite may use)."""
+    found = [ln for ln in doc.text.splitlines() if _IMPORT.match(ln)]
+    return "\n".join(found[:limit])
+
+
 def _context(doc: Document, start: int, end: int, before_lines: int, after_lines: int) -> tuple[str, str]:
     head = doc.text[:start].splitlines(keepends=True)[-before_lines:] if before_lines else []
     tail = doc.text[end:].splitlines(keepends=True)[:after_lines] if after_lines else []
@@ -51,12 +61,15 @@ def chatml(system: str, user: str, assistant_prefix: str) -> str:
 
 
 def render(doc: Document, start: int, end: int, instruction: str, path: str = "",
-           before_lines: int = 40, after_lines: int = 12) -> RewritePrompt:
+           before_lines: int = 0, after_lines: int = 0) -> RewritePrompt:
     """The prompt that asks for doc.text[start:end] rewritten according to `instruction`."""
     region = doc.text[start:end]
     lang = fence_lang(doc.language)
     before, after = _context(doc, start, end, before_lines, after_lines)
     parts = [f"File: {path or doc.uri}"]
+    imports = imports_of(doc)
+    if imports and imports not in region:
+        parts.append(f"The file's imports:\n{FENCE}{lang}\n{imports}\n{FENCE}")
     if before.strip() or after.strip():
         parts.append(f"Code around it (for reference only, do not repeat it):\n{FENCE}{lang}\n{before}"
                      f"<<< the code to rewrite is here >>>\n{after}{FENCE}")

@@ -236,7 +236,7 @@ SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
 async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
     predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute_v2(3)\n"
     # The fake engine predicts the rename only when the prompt shows the user's edit in its history.
-    script = {"": fence(SERIES), "-a = compute(1)\n+a = compute_v2(1)": fence(predicted)}
+    script = {"": fence(SERIES), "replaced `compute` with `compute_v2` on line 1": fence(predicted)}
     async with lsp(options={"engine": "fake", "fakeResponse": json.dumps(script)}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
