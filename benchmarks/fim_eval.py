@@ -19,14 +19,13 @@ import gzip
 import json
 import os
 import platform
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from sandbox import SANDBOX, passes
 from sparkls.lsp.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,30 +40,6 @@ def load(which: str, limit: int | None) -> list[dict[str, Any]]:
         step = len(rows) / limit
         rows = [rows[int(i * step)] for i in range(limit)]
     return rows
-
-
-def _sandbox_prefix() -> list[str]:
-    """Run without network when the kernel lets us make a network namespace."""
-    unshare = shutil.which("unshare")
-    if unshare and subprocess.run([unshare, "-rn", "true"], capture_output=True).returncode == 0:
-        return [unshare, "-rn"]
-    return []
-
-
-SANDBOX = _sandbox_prefix()
-
-
-def passes(program: str, timeout_s: float = 10.0) -> bool:
-    """Execute untrusted model output in a subprocess: scratch dir, isolated mode, timeout."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "candidate.py"
-        path.write_text(program)
-        try:
-            r = subprocess.run([*SANDBOX, sys.executable, "-I", str(path)], cwd=tmp, capture_output=True,
-                               timeout=timeout_s, env={"PATH": "/usr/bin:/bin", "HOME": tmp})
-        except subprocess.TimeoutExpired:
-            return False
-        return r.returncode == 0
 
 
 def first_line(s: str) -> str:

@@ -143,3 +143,11 @@ def test_the_tracker_shifts_the_region_for_edits_above_and_stops_for_the_users_e
 ])
 def test_a_hunk_is_described_in_words(old, new, said):
     assert nextedit.describe(nextedit.Hunk(0, [old], [new], 0.0)) == said
+
+
+def test_lines_the_model_echoed_from_outside_the_region_are_dropped():
+    before, region, after = "package m\n\nimport \"fmt\"\n\n", "func f() {\n\tx := 1\n}\n", "\nfunc g() {}\n"
+    answer = ["package m\n", "\n", "import \"fmt\"\n", "\n", "func f() {\n", "\tx := 2\n", "}\n", "\n", "func g() {}\n"]
+    assert rewrite.trim_echo(answer, region, before, after) == ["func f() {\n", "\tx := 2\n", "}\n"]
+    # A line the region itself holds is never dropped, even if it also appears outside.
+    assert rewrite.trim_echo(["}\n"], "}\n", "}\n", "}\n") == ["}\n"]

@@ -93,3 +93,27 @@ async def test_an_interactive_request_pauses_background_work_which_then_resumes_
     assert interactive.preemptions == 0 and interactive.decode_tokens > 0
     assert bg_text == alone  # paused and resumed from its own tokens: the same text as uninterrupted
     assert (await engine.health()).stats["preemptions"] >= 1
+
+
+async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_accepted():
+    require("llama_cpp", "the embedded engine")
+    from sparkls import rewrite
+    from sparkls.document import Document
+    from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+    doc = Document.open("file:///w/h.py", "python", 1, HEADER)
+    p = rewrite.render(doc, 0, len(HEADER), "Rename the parameter `x` to `value` in every function.")
+    req = GenerationRequest(p.text, max_tokens=160, stop=rewrite.STOPS, rewrite=True)
+    texts, stats = [], []
+    for speculation in ("off", "ngram"):
+        eng = LlamaCppEngine(LlamaCppOptions(threads=1, speculation=speculation, speculative_tokens=16))
+        try:
+            await eng.ready()
+            text, st, _ = await collect(eng, req)
+        finally:
+            await eng.close()
+        texts.append(text)
+        stats.append(st)
+    assert texts[0] == texts[1] and texts[0].strip()  # greedy either way: the same tokens
+    assert stats[0].draft_tokens == 0
+    assert stats[1].accepted_tokens > stats[1].decode_tokens // 2  # most tokens came from accepted drafts

@@ -109,3 +109,11 @@ async def test_shutting_the_session_down_twice_closes_the_engine_once():
     await session.shutdown()  # then the transport closing
     assert closes == [1]
     assert (await session.metrics())["engineName"] == "fake"
+
+
+def test_prompt_lookup_drafts_what_followed_the_last_ngram():
+    from sparkls.engine.llamacpp import lookup_draft
+
+    assert lookup_draft([1, 2, 3, 4, 5, 9, 2, 3], 3) == [4, 5, 9]  # after the earlier "2 3"
+    assert lookup_draft([7, 1, 2, 7, 1], 2) == [2, 7]
+    assert lookup_draft([1, 2, 3], 4) == []  # no earlier occurrence

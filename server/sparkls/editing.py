@@ -7,6 +7,7 @@ engine's stream does it on CancelledError/GeneratorExit); the closing fence abor
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from sparkls.context import CHARS_PER_TOKEN
 from sparkls.document import Document
 from sparkls.engine.base import Delta, Engine, Finished, GenerationRequest, GenerationStats, Priority, new_request_id
 from sparkls.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,8 @@ async def rewrite_region(doc: Document, start: int, end: int, instruction: str, 
     gen = LineGeneration(engine, request_for(p.text, p.region, settings, priority, rid), p.indent)
     async for _ in gen:
         pass
-    text = rewrite.compose(p.region, gen.lines, final=True)
+    lines = rewrite.trim_echo(gen.lines, p.region, doc.text[:start], doc.text[end:])
+    text = rewrite.compose(p.region, lines, final=True)
     es = edits.region_edits(doc.text, start, end, text)
     return EditResult(doc.uri, doc.version, start, end, p.region, text, es, rid, gen.stats,
                       (time.perf_counter() - t0) * 1000)
@@ -111,8 +115,13 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
     gen = LineGeneration(engine, request_for(p.text, original, settings, priority, rid))
     async for _ in gen:
         pass
-    answer = "".join(gen.lines)
-    text = rewrite.finish_like(answer, original) if answer.strip() else original
+    lines = rewrite.trim_echo(gen.lines, original, doc.text[: p.start], doc.text[p.end :])
+    # An answer that stops early keeps the rest of the window: a next edit never deletes code by omission.
+    text = rewrite.finish_like(rewrite.compose(original, lines), original) if lines else original
+    if rewrite.changed_lines(original, text) > settings.next_edit_max_lines:
+        log.info("%s: predicted edit changes %d lines (> nextEditMaxLines %d): not offered", rid,
+                 rewrite.changed_lines(original, text), settings.next_edit_max_lines)
+        text = original  # a next edit is small; a big rewrite of the window is the model rambling
     es = edits.region_edits(doc.text, p.start, p.end, text)
     return EditResult(doc.uri, doc.version, p.start, p.end, original, text, es, rid, gen.stats,
                       (time.perf_counter() - t0) * 1000)

@@ -104,7 +104,8 @@ class LineReader:
         """The generation ended: a last line without a newline counts (unless it is the fence)."""
         rest = self._pending
         self._pending = ""
-        if self.done or not rest.strip() or rest.strip().startswith(FENCE):
+        # A last line of only backticks is the closing fence cut short by the engine's stop string.
+        if self.done or not rest.strip() or rest.strip().startswith(FENCE) or set(rest.strip()) == {"`"}:
             self.done = True
             return []
         self.done = True
@@ -123,6 +124,37 @@ def reindent(lines: list[str], indent: str) -> list[str]:
         return lines
     pad = indent[len(have) :]
     return [pad + ln if ln.strip() else ln for ln in lines]
+
+
+def trim_echo(lines: list[str], region: str, before: str, after: str) -> list[str]:
+    """Drop what the model echoed from outside the region: leading lines that are the file's text above
+    the region (an import block, a package line) and trailing lines that are its text below, outside
+    what the region itself holds. Small models often answer with more of the file than they were given."""
+    inside = {ln.strip() for ln in region.splitlines() if ln.strip()}
+    above = {ln.strip() for ln in before.splitlines() if ln.strip()} - inside
+    below = {ln.strip() for ln in after.splitlines() if ln.strip()} - inside
+    start, end = 0, len(lines)
+    while start < end and (lines[start].strip() in above or (not lines[start].strip() and start + 1 < end
+                                                              and lines[start + 1].strip() in above)):
+        start += 1
+    while end > start and (lines[end - 1].strip() in below or (not lines[end - 1].strip() and end - 1 > start
+                                                               and lines[end - 2].strip() in below)):
+        end -= 1
+    region_lines = region.splitlines()
+    if region_lines and region_lines[0].strip():  # blank lines the region does not start or end with
+        while start < end and not lines[start].strip():
+            start += 1
+    if region_lines and region_lines[-1].strip():
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+    return lines[start:end]
+
+
+def changed_lines(old: str, new: str) -> int:
+    """Lines removed plus lines added between two texts."""
+    a, b = old.splitlines(), new.splitlines()
+    return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in
+               difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal")
 
 
 def finish_like(text: str, region: str) -> str:

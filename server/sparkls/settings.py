@@ -80,8 +80,9 @@ class Settings:
     vllm_max_num_seqs: int = field(default=0, metadata=_opt(
         "vllmMaxNumSeqs", "Most sequences vLLM runs at once; 0: vLLM's default.", lo=0, hi=4096))
     speculation: str = field(default="off", metadata=_opt(
-        "speculation", "Speculative decoding for the `vllm` engine: `ngram` drafts tokens by prompt lookup, "
-        "which pays off on rewrites and edits whose output repeats the input.", ("off", "ngram")))
+        "speculation", "Speculative decoding for rewrites (code actions, next-edit): `ngram` drafts tokens by "
+        "prompt lookup, which pays off when the output repeats the input (vLLM: its n-gram method; llama.cpp: "
+        "sparkls' own prompt-lookup loop, greedy, same output).", ("off", "ngram")))
     speculative_tokens: int = field(default=4, metadata=_opt(
         "speculativeTokens", "Draft tokens per step with `speculation`.", lo=1, hi=32))
     openai_url: str = field(default="http://127.0.0.1:8000/v1", metadata=_opt(
@@ -114,6 +115,9 @@ class Settings:
         lo=0, hi=200))
     next_edit_lines_after: int = field(default=8, metadata=_opt(
         "nextEditLinesAfter", "Lines below the cursor's line in the next-edit window.", lo=0, hi=200))
+    next_edit_max_lines: int = field(default=8, metadata=_opt(
+        "nextEditMaxLines", "A predicted next edit that changes more lines than this (removed + added) is not "
+        "offered: next edits are small, a big rewrite of the window is the model rambling.", lo=1, hi=1000))
     next_edit_prefetch: bool = field(default=True, metadata=_opt(
         "nextEditPrefetch", "After a predicted edit is accepted, predict the next one at background priority."))
     supersede: bool = field(default=True, metadata=_opt(

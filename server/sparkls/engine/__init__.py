@@ -44,7 +44,8 @@ def create_engine(settings: Settings) -> Engine:
 
         return LlamaCppEngine(LlamaCppOptions(
             model_path=settings.model_path, model=settings.model, n_ctx=settings.context_size,
-            threads=settings.threads, reuse_cache=settings.kv_cache, priority=settings.priority_scheduling))
+            threads=settings.threads, reuse_cache=settings.kv_cache, priority=settings.priority_scheduling,
+            speculation=settings.speculation, speculative_tokens=settings.speculative_tokens))
     if settings.engine == "vllm":
         from sparkls.engine.vllm import VllmEngine, VllmOptions
 

@@ -73,6 +73,8 @@ class GenerationStats:
     finish_reason: str = "stop"  # stop | length | abort | error
     priority: int = Priority.INTERACTIVE
     preemptions: int = 0  # times a more urgent request paused (llama.cpp) or preempted (vLLM) this one
+    draft_tokens: int = 0  # speculation: tokens drafted by prompt lookup, and how many the model accepted
+    accepted_tokens: int = 0
 
     @property
     def decode_tps(self) -> float:

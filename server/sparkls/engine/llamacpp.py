@@ -52,6 +52,19 @@ class LlamaCppOptions:
     prefill_chunk: int = 64
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
     priority: bool = True  # False: first come, first served, no preemption
+    speculation: str = "off"  # "ngram": prompt-lookup drafts for rewrite requests
+    speculative_tokens: int = 8  # draft tokens per step
+
+
+def lookup_draft(tokens: list[int], k: int, max_ngram: int = 3) -> list[int]:
+    """Prompt lookup: the `k` tokens that followed the latest earlier occurrence of the last n tokens
+    (n = max_ngram down to 1). A rewrite mostly copies its input, so these are often what comes next."""
+    for n in range(min(max_ngram, len(tokens) - 1), 0, -1):
+        tail = tokens[-n:]
+        for i in range(len(tokens) - n - 1, -1, -1):
+            if tokens[i : i + n] == tail:
+                return tokens[i + n : i + n + k]
+    return []
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -103,11 +116,14 @@ class _Job:
     t_first: float = 0.0
     last_stop: float = 0.0  # when it was queued or paused last
     preemptions: int = 0
+    drafted: int = 0  # speculation: draft tokens proposed and accepted
+    accepted: int = 0
 
     def stats(self, reason: str) -> GenerationStats:
         decode_ms = (time.perf_counter() - self.t_first) * 1000 if self.generated else 0.0
         return GenerationStats(self.prompt_tokens, self.reused, self.queue_ms, self.prefill_ms, self.ttft_ms,
-                               self.generated, decode_ms, reason, self.req.priority, self.preemptions)
+                               self.generated, decode_ms, reason, self.req.priority, self.preemptions,
+                               self.drafted, self.accepted)
 
 
 class LlamaCppEngine:
@@ -220,16 +236,21 @@ class LlamaCppEngine:
                 return True
             return False
 
+        speculate = req.rewrite and self.options.speculation == "ngram"
         chunk = self.options.prefill_chunk
-        for i in range(reused, len(tokens), chunk):
+        # Speculation evaluates the last prompt token together with the first draft.
+        prefill_end = len(tokens) - 1 if speculate else len(tokens)
+        for i in range(min(reused, prefill_end), prefill_end, chunk):
             if must_stop():
                 return
-            llm.eval(tokens[i : i + chunk])
+            llm.eval(tokens[i : min(i + chunk, prefill_end)])
         if job.generated == 0:
             job.prefill_ms = ran_ms()
         reason = "length"
         vocab = llm._model.vocab
-        for tok in llm.generate(tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+        source = self._speculative(llm, tokens, job) if speculate else llm.generate(
+            tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
+        for tok in source:
             if job.generated == 0:
                 job.t_first = time.perf_counter()
                 job.ttft_ms = ran_ms()
@@ -256,6 +277,39 @@ class LlamaCppEngine:
                 return
         job.busy_ms = ran_ms()
         self._finish(job, reason)
+
+    def _speculative(self, llm: Any, tokens: list[int], job: _Job) -> Any:
+        """Greedy decoding with prompt-lookup drafts: each step evaluates the last token plus up to
+        `speculative_tokens` drafted ones in one batch (logits for every position), keeps the drafts
+        that match the model's own argmax, and yields those plus the model's next token: the tokens of
+        plain greedy decoding, several per forward pass when the output copies the prompt. The KV past
+        the accepted tokens is dropped. Invariant: the KV holds tokens[:-1]; `tokens` grows as the
+        consumer appends what is yielded. (llama-cpp-python's own draft_model path needs logits_all for
+        the whole context and re-syncs the cache its own way.)"""
+        import numpy as np
+        from llama_cpp import llama_get_logits_ith
+
+        n_vocab = llm.n_vocab()
+        k = self.options.speculative_tokens
+        n_past = len(tokens) - 1  # the KV holds tokens[:-1]; tokens[-1] goes into the first batch
+        while True:
+            room = self.options.n_ctx - n_past - 2
+            draft = lookup_draft(tokens, min(k, max(0, room)))
+            batch = [tokens[-1], *draft]
+            llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+            llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
+            llm._ctx.decode(llm._batch)
+            llm.input_ids[n_past : n_past + len(batch)] = batch
+            preds = [int(np.ctypeslib.as_array(llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,)).argmax())
+                     for i in range(len(batch))]
+            accepted = 0
+            while accepted < len(draft) and preds[accepted] == draft[accepted]:
+                accepted += 1
+            n_past += 1 + accepted
+            llm.n_tokens = n_past  # the KV past here (rejected drafts) is dropped at the next step or run
+            job.drafted += len(draft)
+            job.accepted += accepted
+            yield from [*draft[:accepted], preds[accepted]]  # the consumer appends each to `tokens`
 
     # -- event loop side -------------------------------------------------------------------------
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:

@@ -38,7 +38,11 @@ class Client:
         self._drain = asyncio.create_task(_drain(self.lc._server.stderr, self.log_path))  # type: ignore[union-attr]
         caps = types.ClientCapabilities(
             text_document=types.TextDocumentClientCapabilities(
-                inline_completion=types.InlineCompletionClientCapabilities()),
+                inline_completion=types.InlineCompletionClientCapabilities(),
+                code_action=types.CodeActionClientCapabilities(
+                    resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))),
+            workspace=types.WorkspaceClientCapabilities(
+                workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)),
             general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]))
         await self.lc.initialize_async(types.InitializeParams(capabilities=caps, initialization_options=options))
         self.lc.initialized(types.InitializedParams())

@@ -1,0 +1,367 @@
+"""Edits through the real server: quality of fixes and next-edit predictions, speed of rewrites.
+
+(a) fix: HumanEvalFix-Python (`../shared/eval/humanevalpack`). Each buggy function is opened as a
+    document; its tests are run (sandboxed subprocess) and the failure becomes the diagnostic of a
+    `textDocument/codeAction` request at the function; the "Fix" action is resolved and its
+    WorkspaceEdit applied; the tests run again: pass@1 (greedy). Edit minimality: characters the
+    server's edits change (removed + inserted) vs the characters the reference fix changes.
+(b) next: `../shared/eval/commit-edits`. The commit's `before` file is opened, the history hunks are
+    sent as `didChange`s (so the server's own edit history sees them), and `sparkls/inlineEdit` is asked
+    at the first line of the target hunk. Exact match: the predicted window equals the window with the
+    target hunk applied. chrF (chrF2, character 1-6-grams, whitespace ignored) of the predicted hunk
+    (changed lines as "-old"/"+new" text) against the target hunk. Per language.
+(c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
+    `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical.
+
+Usage: python benchmarks/edit_eval.py [--parts fix,next,spec] [--fix-limit N] [--next-per-lang N]
+       [--spec-tasks N] [--spec-k 8,16,24] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import difflib
+import gzip
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from sandbox import SANDBOX, run_program
+from sparkls import edits
+from sparkls.lsp.client import Client, position
+from sparkls.lsp.positions import LineIndex
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT.parent / "shared" / "eval"
+RESULTS = ROOT / "benchmarks" / "results"
+EXT = {"python": "py", "go": "go", "rust": "rs", "typescript": "ts"}
+
+
+def spread(rows: list[Any], limit: int | None) -> list[Any]:
+    """Every k-th row, so a sample covers the whole set."""
+    if not limit or limit >= len(rows):
+        return rows
+    step = len(rows) / limit
+    return [rows[int(i * step)] for i in range(limit)]
+
+
+def apply_workspace_edit(text: str, edit: Any) -> str:
+    """Apply a WorkspaceEdit (UTF-16 positions) to `text`."""
+    tdes = edit.document_changes or []
+    tes = [e for tde in tdes for e in tde.edits] if tdes else [e for es in (edit.changes or {}).values() for e in es]
+    idx = LineIndex.of(text)
+    spans = [edits.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+                        idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.new_text) for e in tes]
+    return edits.apply(text, spans)
+
+
+def failure_message(stderr: str) -> str:
+    """The failing test line and the exception, as a diagnostic message."""
+    lines = stderr.strip().splitlines()
+    if not lines:
+        return "the tests fail"
+    exc = lines[-1].strip()
+    code = ""
+    for i, ln in enumerate(lines):
+        if ln.strip().startswith('File "') and "candidate.py" in ln and i + 1 < len(lines):
+            code = lines[i + 1].strip()
+    return f"{exc}: the test `{code}` failed" if code and not code.startswith("File") else exc
+
+
+def chrf(hyp: str, ref: str, n_max: int = 6, beta: float = 2.0) -> float:
+    """chrF (Popovic 2015) with whitespace removed, 0-100."""
+    h, r = re.sub(r"\s+", "", hyp), re.sub(r"\s+", "", ref)
+    if not h and not r:
+        return 100.0
+    precs, recs = [], []
+    for n in range(1, n_max + 1):
+        hg = defaultdict(int)
+        rg = defaultdict(int)
+        for i in range(len(h) - n + 1):
+            hg[h[i : i + n]] += 1
+        for i in range(len(r) - n + 1):
+            rg[r[i : i + n]] += 1
+        if not hg or not rg:
+            continue
+        match = sum(min(c, rg[g]) for g, c in hg.items())
+        precs.append(match / sum(hg.values()))
+        recs.append(match / sum(rg.values()))
+    if not precs:
+        return 0.0
+    p, rc = sum(precs) / len(precs), sum(recs) / len(recs)
+    return 0.0 if p + rc == 0 else 100 * (1 + beta**2) * p * rc / (beta**2 * p + rc)
+
+
+def hunk_text(old: str, new: str) -> str:
+    """The changed lines between two texts as "-old"/"+new" lines."""
+    out = []
+    a, b = old.splitlines(), new.splitlines()
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        if tag != "equal":
+            out += ["-" + x for x in a[i1:i2]] + ["+" + x for x in b[j1:j2]]
+    return "\n".join(out)
+
+
+async def start(options: dict[str, Any], name: str) -> Client:
+    client = Client(Path(tempfile.gettempdir()) / f"sparkls-edit-eval-{name}.log")
+    await client.start({"engine": "llamacpp", "editStreaming": False, **options})
+    health = await client.wait_ready()
+    if not health.ok:
+        raise SystemExit(f"engine not available: {health.detail}")
+    return client
+
+
+async def last_engine_record(client: Client) -> Any:
+    m = await client.request("sparkls/metrics")
+    return m.engine[-1] if m.engine else None
+
+
+def tps(rec: Any) -> float:
+    return rec.decode_tokens / (rec.decode_ms / 1000) if rec is not None and rec.decode_ms > 0 else 0.0
+
+
+# -- (a) HumanEvalFix ----------------------------------------------------------------------------
+def fix_tasks(limit: int | None) -> list[dict[str, Any]]:
+    with (EVAL / "humanevalpack" / "humanevalpack_python.jsonl").open() as f:
+        return spread([json.loads(line) for line in f], limit)
+
+
+async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    out = []
+    for i, task in enumerate(tasks):
+        text = task["prompt"] + task["buggy_solution"]
+        tests = "\n\n" + task["test"]
+        buggy_ok, stderr = run_program(text + tests)
+        message = failure_message(stderr) if not buggy_ok else "the tests fail"
+        uri = f"file:///humanevalfix/{i}/{task['entry_point']}.py"
+        client.open(uri, text, "python")
+        cursor = len(task["prompt"])
+        pos = position(text, cursor)
+        rng = types.Range(start=pos, end=pos)
+        t0 = time.perf_counter()
+        found = await client.request(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=rng, context=types.CodeActionContext(
+                diagnostics=[types.Diagnostic(range=rng, message=message, source="tests")])))
+        fix = next((a for a in found or [] if getattr(a, "title", "").startswith("sparkls: Fix")), None)
+        new = text
+        if fix is not None:
+            resolved = await client.request(types.CODE_ACTION_RESOLVE, fix)
+            if resolved.edit is not None:
+                new = apply_workspace_edit(text, resolved.edit)
+        ms = (time.perf_counter() - t0) * 1000
+        rec = await last_engine_record(client)
+        client.close(uri)
+        ok = run_program(new + tests)[0]
+        ours = edits.changed_chars(edits.diff(text, new))
+        ref = edits.changed_chars(edits.diff(text, task["prompt"] + task["canonical_solution"]))
+        out.append({"task_id": task["task_id"], "pass": ok, "buggy_passed": buggy_ok, "diagnostic": message,
+                    "changed_chars": ours, "reference_changed_chars": ref, "ms": ms,
+                    "decode_tokens": rec.decode_tokens if rec else 0, "decode_tps": tps(rec),
+                    "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
+                    "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0, "fixed": new})
+        if (i + 1) % 10 == 0:
+            print(f"  [{label}] {i + 1}/{len(tasks)} pass@1 {sum(r['pass'] for r in out) / len(out):.3f}",
+                  flush=True)
+    return out
+
+
+def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(rows)
+    changed = [r for r in rows if r["changed_chars"] > 0]
+    ratios = [r["changed_chars"] / max(1, r["reference_changed_chars"]) for r in changed]
+    passing = [r["changed_chars"] / max(1, r["reference_changed_chars"]) for r in changed if r["pass"]]
+    return {"tasks": n, "pass@1": sum(r["pass"] for r in rows) / n,
+            "no_edit": n - len(changed),
+            "changed_chars_median": statistics.median(r["changed_chars"] for r in rows),
+            "reference_changed_chars_median": statistics.median(r["reference_changed_chars"] for r in rows),
+            "minimality_ratio_median": statistics.median(ratios) if ratios else None,
+            "minimality_ratio_median_passing": statistics.median(passing) if passing else None,
+            "within_2x_reference": sum(x <= 2 for x in ratios) / n,
+            "median_ms": statistics.median(r["ms"] for r in rows),
+            "decode_tps_median": statistics.median(r["decode_tps"] for r in rows if r["decode_tps"] > 0)}
+
+
+# -- (b) commit-edits next-edit ------------------------------------------------------------------
+def next_rows(per_lang: int | None) -> list[dict[str, Any]]:
+    with gzip.open(EVAL / "commit-edits" / "commit_edits.jsonl.gz", "rt") as f:
+        rows = [json.loads(line) for line in f]
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[r["lang"]].append(r)
+    return [r for lang in sorted(by) for r in spread(by[lang], per_lang)]
+
+
+def _line_offset(lines: list[str], idx: int) -> int:
+    return sum(len(x) for x in lines[:idx])
+
+
+async def run_next(client: Client, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for i, row in enumerate(rows):
+        uri = f"file:///commits/{i}/{row['path'].rsplit('/', 1)[-1]}"
+        text = row["before"]
+        client.open(uri, text, row["lang"])
+        version, shift_at = 1, []
+        ok = True
+        for hi in row["history_hunks"]:
+            h = row["hunks"][hi]
+            idx = (h["old_start"] if h["old_lines"] == 0 else h["old_start"] - 1)
+            idx += sum(d for at, d in shift_at if at < h["old_start"])
+            lines = text.splitlines(keepends=True)
+            start = _line_offset(lines, idx)
+            end = start + len(h["removed"])
+            if text[start:end] != h["removed"]:
+                ok = False
+                break
+            version += 1
+            client.lc.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(
+                    range=types.Range(start=position(text, start), end=position(text, end)), text=h["added"])]))
+            text = text[:start] + h["added"] + text[end:]
+            shift_at.append((h["old_start"], h["new_lines"] - h["old_lines"]))
+        if not ok or text != row["current"]:
+            client.close(uri)
+            out.append({"id": row["id"], "lang": row["lang"], "skipped": "history did not apply"})
+            continue
+        t = row["target"]
+        lines = text.splitlines(keepends=True)
+        tidx = t["old_start_in_current"] if not t["removed"] else t["old_start_in_current"] - 1
+        tstart = _line_offset(lines, tidx)
+        tend = tstart + len(t["removed"])
+        expected_text = text[:tstart] + t["added"] + text[tend:]
+        pos = position(text, tstart)
+        t0 = time.perf_counter()
+        r = await client.request("sparkls/inlineEdit", {
+            "textDocument": {"uri": uri, "version": version},
+            "position": {"line": pos.line, "character": pos.character}})
+        ms = (time.perf_counter() - t0) * 1000
+        rec = await last_engine_record(client)
+        client.close(uri)
+        idx = LineIndex.of(text)
+        ws = idx.offset(r.range.start.line, r.range.start.character, "utf-16")
+        we = idx.offset(r.range.end.line, r.range.end.character, "utf-16")
+        spans = [edits.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+                            idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.newText) for e in r.edits]
+        predicted = edits.apply(text, spans)
+        fits = ws <= tstart and tend <= we
+        grow = len(t["added"]) - len(t["removed"])
+        em = fits and predicted[ws : len(predicted) - (len(text) - we)] == expected_text[ws : we + grow]
+        ref_hunk = hunk_text(t["removed"], t["added"])
+        pred_hunk = hunk_text(text[ws:we], predicted[ws : len(predicted) - (len(text) - we)])
+        out.append({"id": row["id"], "lang": row["lang"], "exact": em, "fits_window": fits,
+                    "chrf": chrf(pred_hunk, ref_hunk), "predicted_hunk": pred_hunk, "target_hunk": ref_hunk,
+                    "no_change": not spans, "ms": ms, "decode_tps": tps(rec)})
+        if (i + 1) % 10 == 0:
+            done = [x for x in out if "exact" in x]
+            print(f"  [next] {i + 1}/{len(rows)} EM {sum(x['exact'] for x in done) / max(1, len(done)):.3f}",
+                  flush=True)
+    return out
+
+
+def next_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for lang in [*sorted({r["lang"] for r in rows}), "all"]:
+        rs = [r for r in rows if "exact" in r and (lang == "all" or r["lang"] == lang)]
+        if not rs:
+            continue
+        out[lang] = {"rows": len(rs), "exact_match": sum(r["exact"] for r in rs) / len(rs),
+                     "chrf": statistics.mean(r["chrf"] for r in rs),
+                     "no_change": sum(r["no_change"] for r in rs) / len(rs),
+                     "target_fits_window": sum(r["fits_window"] for r in rs) / len(rs),
+                     "median_ms": statistics.median(r["ms"] for r in rs)}
+    out["skipped"] = sum("skipped" in r for r in rows)
+    return out
+
+
+# -- main ------------------------------------------------------------------------------------------
+async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+    parts = set(args.parts.split(","))
+    base = {"threads": args.threads}
+    result: dict[str, Any] = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.processor()}",
+                              "threads": args.threads, "sandbox": "netns" if SANDBOX else "none"}
+    fixes = fix_tasks(args.fix_limit)
+    fix_rows: list[dict[str, Any]] = []
+    if "fix" in parts:
+        client = await start(base, "fix")
+        try:
+            fix_rows = await run_fix(client, fixes, "fix")
+        finally:
+            await client.stop()
+        result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
+        print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
+    if "next" in parts:
+        client = await start(base, "next")
+        try:
+            rows = await run_next(client, next_rows(args.next_per_lang))
+        finally:
+            await client.stop()
+        result["next"] = {"summary": next_summary(rows), "settings": base, "rows": rows}
+        print(json.dumps(result["next"]["summary"], indent=2), flush=True)
+    if "spec" in parts:
+        sample = fixes[: args.spec_tasks]
+        off = [r for r in fix_rows if r["task_id"] in {t["task_id"] for t in sample}]
+        if len(off) != len(sample):
+            client = await start(base, "spec-off")
+            try:
+                off = await run_fix(client, sample, "spec off")
+            finally:
+                await client.stop()
+        configs: dict[str, Any] = {"off": off}
+        for k in (int(x) for x in args.spec_k.split(",")):
+            client = await start({**base, "speculation": "ngram", "speculativeTokens": k}, f"spec-{k}")
+            try:
+                configs[f"ngram-{k}"] = await run_fix(client, sample, f"ngram {k}")
+            finally:
+                await client.stop()
+        summary = {}
+        for name, rows in configs.items():
+            pairs = [(a, b) for a, b in zip(off, rows, strict=True) if a["decode_tps"] > 0 and b["decode_tps"] > 0]
+            drafted = sum(r["draft_tokens"] for r in rows)
+            summary[name] = {
+                "tasks": len(rows), "decode_tps_median": statistics.median(r["decode_tps"] for r in rows),
+                "speedup_median": statistics.median(b["decode_tps"] / a["decode_tps"] for a, b in pairs),
+                "identical_to_off": sum(a["fixed"] == b["fixed"] for a, b in zip(off, rows, strict=True)),
+                "acceptance": sum(r["accepted_tokens"] for r in rows) / drafted if drafted else None,
+                "median_ms": statistics.median(r["ms"] for r in rows)}
+        result["spec"] = {"summary": summary, "rows": {k: [{x: r[x] for x in ("task_id", "decode_tps", "ms",
+                          "decode_tokens", "draft_tokens", "accepted_tokens")} for r in v] for k, v in configs.items()}}
+        print(json.dumps(summary, indent=2), flush=True)
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="fix,next,spec")
+    ap.add_argument("--fix-limit", type=int, default=None)
+    ap.add_argument("--next-per-lang", type=int, default=20)
+    ap.add_argument("--spec-tasks", type=int, default=20)
+    ap.add_argument("--spec-k", default="8,16,24")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=str(RESULTS / "edit_eval.json"))
+    args = ap.parse_args()
+    if not EVAL.is_dir():
+        print(f"no data at {EVAL}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    result = asyncio.run(main_async(args))
+    result["wall_s"] = time.perf_counter() - t0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+    print(f"wrote {out} in {result['wall_s']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
