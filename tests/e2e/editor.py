@@ -67,12 +67,17 @@ class Editor:
             content_changes=list(changes)))
 
     def _apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-        for tde in params.edit.document_changes or []:
-            uri = tde.text_document.uri
-            if tde.text_document.version != self.versions.get(uri):
+        # Versioned TextDocumentEdits, or (clients without documentChanges) the plain `changes` map.
+        parts = [(tde.text_document.uri, tde.text_document.version, tde.edits)
+                 for tde in params.edit.document_changes or []]
+        parts += [(uri, None, es) for uri, es in (params.edit.changes or {}).items()]
+        for uri, version, text_edits in parts:
+            if version is not None and version != self.versions.get(uri):
                 self.refused += 1
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
             old = self.texts[uri]
+            tde = types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(
+                uri=uri, version=version), edits=list(text_edits))
             new = apply_lsp(old, tde.edits, self.encoding)
             # Report the edits as content changes, last first, so each range is valid when applied in turn.
             ordered = sorted(tde.edits, key=lambda e: lsp_offset(old, e.range.start.line, e.range.start.character,
@@ -86,6 +91,9 @@ class Editor:
 
 
 def apply_workspace_edit(text: str, edit: types.WorkspaceEdit, version: int, encoding: str = "utf-16") -> str:
+    if edit.document_changes is None:  # a client without documentChanges support gets `changes`
+        ((_, text_edits),) = edit.changes.items()
+        return apply_lsp(text, text_edits, encoding)
     (tde,) = edit.document_changes
     assert tde.text_document.version == version, "the edit must carry the version it was computed for"
     return apply_lsp(text, tde.edits, encoding)

@@ -13,7 +13,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.editor import Editor, apply_workspace_edit
-from tests.e2e.lsp_client import lsp, metrics
+from tests.e2e.lsp_client import HELIX, lsp, metrics
 
 URI = "file:///w/calc.py"
 TEXT = 'import math\n\n\ndef area(r):\n    pass\n\n\ndef name():\n    return "😀 漢字"\n'
@@ -42,9 +42,13 @@ async def execute(c, ed: Editor, word: str = "Implement", at: str = "pass"):
         command=cmd.command, arguments=cmd.arguments)), 20)
 
 
+RESOLVE = {"engine": "fake", "fakeResponse": fence(BODY), "editStreaming": False}
+
+
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
-async def test_code_actions_are_listed_without_the_model_and_resolve_to_versioned_minimal_edits(encoding):
-    async with lsp(encoding=encoding, options={"engine": "fake", "fakeResponse": fence(BODY)}) as (c, init):
+@pytest.mark.parametrize("client", ["visual-studio-code", "neovim"])
+async def test_code_actions_are_listed_without_the_model_and_resolve_to_versioned_minimal_edits(client, encoding):
+    async with lsp(client, encoding=encoding, options=RESOLVE) as (c, init):
         assert init.capabilities.code_action_provider.resolve_provider
         ed = Editor(c, encoding)
         ed.open(URI, TEXT)
@@ -61,13 +65,43 @@ async def test_code_actions_are_listed_without_the_model_and_resolve_to_versione
         resolved = await c.code_action_resolve_async(titled(found, "Implement"))
         new = apply_workspace_edit(TEXT, resolved.edit, 1, encoding)
         assert new == TEXT.replace("def area(r):\n    pass\n", BODY)
-        (tde,) = resolved.edit.document_changes
+        tes = resolved.edit.document_changes[0].edits if client != "neovim" else resolved.edit.changes[URI]
         # Minimal: the signature line and the rest of the file are untouched.
-        assert all(e.range.start.line == 4 for e in tde.edits)
+        assert tes and all(e.range.start.line == 4 for e in tes)
+
+
+async def test_a_client_that_cannot_resolve_edits_gets_a_command_that_applies_the_edit_at_once():
+    async with lsp("emacs", options=RESOLVE) as (c, _):  # eglot: no codeAction resolveSupport
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+        action = titled(found, "Implement")
+        assert action.data is None and action.command is not None
+        out = await c.workspace_execute_command_async(types.ExecuteCommandParams(
+            command=action.command.command, arguments=action.command.arguments))
+        assert out["reason"] == "done" and len(ed.states) == 1
+        assert ed.texts[URI] == TEXT.replace("def area(r):\n    pass\n", BODY)
+
+
+async def test_helix_gets_the_predicted_edit_as_a_code_action():
+    if not HELIX.is_file():
+        pytest.skip("../shared/clients/helix.json is not present")
+    predicted = SERIES.replace("compute(", "compute_v2(")
+    async with lsp("helix", None, options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+        ed = Editor(c, "utf-8")
+        uri = "file:///w/series.py"
+        ed.open(uri, SERIES)
+        at = SERIES.index("(1)")
+        ed.type(uri, at, at, "_v2")
+        cur = ed.pos(uri, ed.texts[uri].index("\nb") + 1)
+        found = await actions_at(c, uri, cur)
+        apply = titled(found, "Apply predicted edit")
+        resolved = await c.code_action_resolve_async(apply)  # Helix resolves the edit when it is chosen
+        assert apply_workspace_edit(ed.texts[uri], resolved.edit, ed.versions[uri], "utf-8") == predicted
 
 
 async def test_an_action_listed_for_an_older_version_resolves_to_no_edit():
-    async with lsp(options={"engine": "fake", "fakeResponse": fence(BODY)}) as (c, _):
+    async with lsp(options=RESOLVE) as (c, _):
         ed = Editor(c)
         ed.open(URI, TEXT)
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))

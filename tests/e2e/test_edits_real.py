@@ -59,7 +59,7 @@ CASES = [
 @pytest.mark.parametrize(("word", "at", "diagnostic", "check"), CASES, ids=[c[0] for c in CASES])
 async def test_each_code_action_resolves_to_a_minimal_edit_from_the_real_model(engine_available, word, at,
                                                                                 diagnostic, check):
-    async with lsp(options=OPTIONS) as (c, _):
+    async with lsp(options={**OPTIONS, "editStreaming": False}) as (c, _):
         ed = Editor(c)
         ed.open(URI, TEXT)
         pos = ed.pos(URI, TEXT.index(at))

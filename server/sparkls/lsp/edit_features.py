@@ -68,11 +68,22 @@ def _problems(doc: Document, ctx: types.CodeActionContext, encoding: str) -> lis
     return out
 
 
-def _action(ls: SparkServer, a: actions.Action, stream: bool) -> types.CodeAction:
-    """Listed without an edit: `codeAction/resolve` computes it; with streaming, the command streams it."""
-    command = types.Command(title=a.title, command=APPLY, arguments=[a.to_data()]) if stream else None
-    return types.CodeAction(title=a.title, kind=KIND.get(a.kind, types.CodeActionKind.RefactorRewrite),
-                            data=a.to_data(), command=command)
+def _resolves_edits(ls: SparkServer) -> bool:
+    td = ls.client_capabilities.text_document
+    ca = td.code_action if td is not None else None
+    rs = ca.resolve_support if ca is not None else None
+    return bool(rs is not None and "edit" in rs.properties)
+
+
+def _action(ls: SparkServer, a: actions.Action) -> types.CodeAction:
+    """Listed without an edit, and exactly one way to get it (an editor that resolves an edit also runs
+    the command, which would apply the rewrite twice): the streaming command (`editStreaming`), else
+    `codeAction/resolve` where the client resolves edits, else the command that applies it at once."""
+    kind = KIND.get(a.kind, types.CodeActionKind.RefactorRewrite)
+    if a.kind != "rewrite" and not ls.session.settings.edit_streaming and _resolves_edits(ls):
+        return types.CodeAction(title=a.title, kind=kind, data=a.to_data())
+    return types.CodeAction(title=a.title, kind=kind,
+                            command=types.Command(title=a.title, command=APPLY, arguments=[a.to_data()]))
 
 
 def register(server: SparkServer) -> None:
@@ -85,18 +96,16 @@ def register(server: SparkServer) -> None:
         start, end = _offset(doc, params.range.start, enc), _offset(doc, params.range.end, enc)
         found = actions.available(doc, start, end, _problems(doc, params.context, enc))
         # "Rewrite with an instruction" needs the instruction: clients ask the user and send the command
-        # with it; without one it cannot resolve, so it is listed as a command only.
-        stream = ls.session.settings.edit_streaming
-        listed = [_action(ls, a, stream) if a.kind != "rewrite" else types.CodeAction(
-            title=a.title, kind=types.CodeActionKind.RefactorRewrite,
-            command=types.Command(title=a.title, command=APPLY, arguments=[a.to_data()])) for a in found]
+        # with it, so it is always a command.
+        listed = [_action(ls, a) for a in found]
         p = ls.session.predictions.get(doc.uri)
         if p is not None and p.version == doc.version and p.edits:
             listed.insert(0, types.CodeAction(title=actions.TITLES["predicted"], kind=types.CodeActionKind.QuickFix,
                                               edit=_edit(ls, doc, p.edits), is_preferred=True))
-        else:  # no prediction yet: resolving this one asks the model
+        else:  # no prediction yet: choosing this one asks the model
             a = actions.Action("predicted", doc.uri, doc.version, start, start, actions.TITLES["predicted"])
-            listed.append(types.CodeAction(title=a.title, kind=types.CodeActionKind.QuickFix, data=a.to_data()))
+            listed.append(types.CodeAction(title=a.title, kind=types.CodeActionKind.QuickFix, data=a.to_data())
+                          if _resolves_edits(ls) else _action(ls, a))
         return listed
 
     @server.feature(types.CODE_ACTION_RESOLVE)
@@ -105,26 +114,9 @@ def register(server: SparkServer) -> None:
             a = actions.Action.from_data(params.data)
         except ValueError as e:
             raise JsonRpcInvalidParams(str(e)) from None
-        doc = _snapshot(ls, a.uri)
-        if doc.version != a.version:
-            log.info("code action %s listed for v%d, document is v%d: not resolved", a.kind, a.version, doc.version)
-            return params
-        try:
-            if a.kind == "predicted":
-                result = await ls.session.predict(doc, a.start, Priority.CODE_ACTION)
-            else:
-                result = await editing.run_action(doc, a, ls.session.start_engine(), ls.session.settings)
-        except EngineError as e:
-            log.error("engine failed: %s", e)
-            ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
-            return params
-        current = ls.session.documents.get(a.uri)
-        if current is None or current.version != result.version:
-            log.info("%s: dropped as stale (computed for v%d)", result.request_id, result.version)
-            return params
-        log.info("%s %s: %d edits, %d chars changed, %.0f ms", result.request_id, a.kind, len(result.edits),
-                 sum(e.end - e.start + len(e.text) for e in result.edits), result.total_ms)
-        params.edit = _edit(ls, doc, result.edits)
+        found = await _compute(ls, a)
+        if found is not None:
+            params.edit = _edit(ls, *found)
         return params
 
     @server.command(APPLY)
@@ -146,7 +138,14 @@ def register(server: SparkServer) -> None:
         if doc.version != a.version:
             raise JsonRpcInvalidParams(f"the action was listed for version {a.version}; the document is at "
                                        f"{doc.version}: ask for code actions again")
-        return await run_stream(ls, doc, a)
+        if a.kind != "predicted" and ls.session.settings.edit_streaming:
+            return await run_stream(ls, doc, a)
+        found = await _compute(ls, a)  # at once: one workspace/applyEdit
+        if found is None:
+            return {"reason": "stale", "lines": 0, "applied": 0, "redirects": 0, "requestIds": []}
+        applied = await LspBuffer(ls, a.uri, None).apply(*found)
+        return {"reason": "done" if applied else "refused", "lines": 0, "applied": int(applied), "redirects": 0,
+                "requestIds": []}
 
     @server.command(REDIRECT)
     async def redirect(ls: Any, *args: Any) -> dict[str, Any]:
@@ -192,6 +191,31 @@ def register(server: SparkServer) -> None:
         return {"textDocument": {"uri": uri, "version": doc.version}, "requestId": result.request_id,
                 "edits": [ls.protocol._converter.unstructure(te) for te in tes],
                 "range": ls.protocol._converter.unstructure(window)}
+
+
+async def _compute(ls: SparkServer, a: actions.Action) -> tuple[Document, list[Edit]] | None:
+    """Run a chosen action on the snapshot it was listed for: (snapshot, edits), or None when the
+    document moved on (stale) or the engine failed (logged, told to the client)."""
+    doc = _snapshot(ls, a.uri)
+    if doc.version != a.version:
+        log.info("code action %s listed for v%d, document is v%d: not run", a.kind, a.version, doc.version)
+        return None
+    try:
+        if a.kind == "predicted":
+            result = await ls.session.predict(doc, a.start, Priority.CODE_ACTION)
+        else:
+            result = await editing.run_action(doc, a, ls.session.start_engine(), ls.session.settings)
+    except EngineError as e:
+        log.error("engine failed: %s", e)
+        ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
+        return None
+    current = ls.session.documents.get(a.uri)
+    if current is None or current.version != result.version:
+        log.info("%s: dropped as stale (computed for v%d)", result.request_id, result.version)
+        return None
+    log.info("%s %s: %d edits, %d chars changed, %.0f ms", result.request_id, a.kind, len(result.edits),
+             sum(e.end - e.start + len(e.text) for e in result.edits), result.total_ms)
+    return doc, result.edits
 
 
 class LspBuffer:
