@@ -332,3 +332,27 @@ async def test_accepting_a_prediction_prefetches_the_next_one_at_background_prio
             if len(engine) == 2:
                 break
         assert [r.priority for r in engine] == [0, 2]  # interactive, then the background prefetch
+
+
+async def test_bad_edit_requests_get_a_clear_error_and_the_server_keeps_serving():
+    async with lsp(options=RESOLVE) as (c, _):
+        ed = Editor(c)
+        ed.open(URI, TEXT)
+        bad = [
+            ("sparkls/inlineEdit", {"textDocument": {"uri": URI}, "position": {"line": 999, "character": 0}}),
+            ("sparkls/inlineEdit", {"position": {"line": 0, "character": 0}}),
+            ("sparkls/inlineEdit", {"textDocument": {"uri": "file:///nope.py"}, "position": {"line": 0, "character": 0}}),
+        ]
+        for method, params in bad:
+            with pytest.raises(JsonRpcException) as err:
+                await c.protocol.send_request_async(method, params)
+            assert err.value.code == types.ErrorCodes.InvalidParams
+        for args in ([], [{"kind": "format-disk"}], [{"kind": "fix", "uri": URI}]):
+            with pytest.raises(JsonRpcException) as err:
+                await c.workspace_execute_command_async(types.ExecuteCommandParams(
+                    command="sparkls.applyAction", arguments=args))
+            assert err.value.code == types.ErrorCodes.InvalidParams
+        with pytest.raises(JsonRpcException):
+            await c.code_action_resolve_async(types.CodeAction(title="x", data={"kind": "nope"}))
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))  # still serving
+        assert any("Implement" in a.title for a in found)
