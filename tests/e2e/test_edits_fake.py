@@ -341,7 +341,8 @@ async def test_bad_edit_requests_get_a_clear_error_and_the_server_keeps_serving(
         bad = [
             ("sparkls/inlineEdit", {"textDocument": {"uri": URI}, "position": {"line": 999, "character": 0}}),
             ("sparkls/inlineEdit", {"position": {"line": 0, "character": 0}}),
-            ("sparkls/inlineEdit", {"textDocument": {"uri": "file:///nope.py"}, "position": {"line": 0, "character": 0}}),
+            ("sparkls/inlineEdit", {"textDocument": {"uri": "file:///nope.py"},
+                                    "position": {"line": 0, "character": 0}}),
         ]
         for method, params in bad:
             with pytest.raises(JsonRpcException) as err:
