@@ -151,3 +151,17 @@ def test_lines_the_model_echoed_from_outside_the_region_are_dropped():
     assert rewrite.trim_echo(answer, region, before, after) == ["func f() {\n", "\tx := 2\n", "}\n"]
     # A line the region itself holds is never dropped, even if it also appears outside.
     assert rewrite.trim_echo(["}\n"], "}\n", "}\n", "}\n") == ["}\n"]
+
+
+def test_the_session_follows_changes_and_a_reopened_document_starts_afresh():
+    from sparkls.session import Session
+
+    s = Session()
+    doc = s.open("file:///t.py", "python", 1, "a = 1\n")
+    s.record_change(doc, 4, 5, "2", 2)
+    s.update(doc.edit(4, 5, "2", 2))
+    assert s.changes("file:///t.py", 1) == [(2, 4, 5, "2")]
+    assert len(s.histories["file:///t.py"].hunks) == 1
+    s.open("file:///t.py", "python", 1, "b = 1\n")  # closed and opened again: versions restart
+    assert s.changes("file:///t.py", 0) is None  # the log of the old lifetime is gone
+    assert "file:///t.py" not in s.histories

@@ -62,6 +62,8 @@ class Session:
     def open(self, uri: str, language_id: str | None, version: int, text: str) -> Document:
         doc = Document.open(uri, language_id, version, text, self.settings.parse_limit_bytes)
         self.documents[uri] = doc
+        for per_doc in (self.histories, self._changes, self.predictions, self._accepted):
+            per_doc.pop(uri, None)  # a (re)opened document starts a new history and version sequence
         return doc
 
     def snapshot(self, uri: str) -> Document:
