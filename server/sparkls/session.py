@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 
-from sparkls import editing, edits, nextedit, pipeline, prompt, typeahead
+from sparkls import editing, edits, nextedit, pipeline, prompt, streaming, typeahead
 from sparkls.document import Document
 from sparkls.engine import create_engine, metrics
 from sparkls.engine.base import Engine, Priority
@@ -52,7 +52,7 @@ class Session:
     _shut_down: bool = False
     histories: dict[str, nextedit.History] = field(default_factory=dict)
     predictions: dict[str, editing.EditResult] = field(default_factory=dict)  # latest next-edit per document
-    streams: dict[str, object] = field(default_factory=dict)  # progress token -> running StreamingEdit
+    streams: dict[str, streaming.StreamingEdit] = field(default_factory=dict)  # progress token -> running edit
     _prefetch: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     _watchers: dict[str, list[asyncio.Future[Document]]] = field(default_factory=dict)
     _changes: dict[str, collections.deque[tuple[int, int, int, str]]] = field(default_factory=dict)

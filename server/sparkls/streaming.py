@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -111,9 +110,10 @@ class Outcome:
 
 class StreamingEdit:
     def __init__(self, buffer: Buffer, engine: Engine, settings: Settings, start: int, end: int,
-                 instruction: str, on_progress: Callable[[str], None] | None = None) -> None:
+                 instruction: str) -> None:
         self.buffer, self.engine, self.settings = buffer, engine, settings
         doc = buffer.snapshot()
+        self.uri = doc.uri
         self.tracker = RegionTracker(doc, start, end)
         self.original = doc.text[start:end]
         self.instruction = instruction

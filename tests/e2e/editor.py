@@ -3,6 +3,7 @@ like an editor (refusing an edit for a stale version), and reports every change 
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -44,6 +45,14 @@ class Editor:
         result_type = proto.get_result_type
         proto.get_result_type = lambda m: (  # type: ignore[method-assign]
             CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m))
+
+    async def wait_states(self, n: int, timeout_s: float = 60.0) -> None:
+        """Until at least `n` edits have been applied (a streaming edit is under way)."""
+        for _ in range(int(timeout_s / 0.02)):
+            if len(self.states) >= n:
+                return
+            await asyncio.sleep(0.02)
+        raise AssertionError(f"only {len(self.states)} edits applied, expected {n}")
 
     def open(self, uri: str, text: str, language: str = "python") -> None:
         self.texts[uri], self.versions[uri] = text, 1

@@ -134,11 +134,7 @@ async def run_and_cancel(c, ed: Editor, via: str) -> tuple[object, list]:
     fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
                                 types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
                                 msg_id=777))
-    for _ in range(200):  # until two lines are in the buffer
-        await asyncio.sleep(0.02)
-        if len(ed.states) >= 2:
-            break
-    assert len(ed.states) >= 2
+    await ed.wait_states(2, 4)  # until two lines are in the buffer
     if via == "request":
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
     else:
@@ -198,10 +194,7 @@ async def test_redirect_aborts_and_continues_from_the_buffer_with_the_new_instru
         cmd = titled(found, "Implement").command
         fut = asyncio.ensure_future(c.workspace_execute_command_async(types.ExecuteCommandParams(
             command=cmd.command, arguments=cmd.arguments)))
-        for _ in range(500):
-            if len(ed.states) >= 2:
-                break
-            await asyncio.sleep(0.02)
+        await ed.wait_states(2, 10)
         red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
             command="sparkls.redirect", arguments=["make it loud", URI]))
         assert red["redirected"]

@@ -105,11 +105,7 @@ async def test_cancelling_a_streaming_edit_aborts_the_real_engine_and_reverts(en
         fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
                                     types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
                                     msg_id=4711))
-        for _ in range(1200):
-            if ed.states:
-                break
-            await asyncio.sleep(0.05)
-        assert ed.states, "no line was streamed"
+        await ed.wait_states(1)
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4711))
         with pytest.raises(JsonRpcException) as err:
             await asyncio.wait_for(fut, 30)
@@ -131,10 +127,7 @@ async def test_redirecting_a_streaming_edit_continues_with_the_new_instruction(e
         cmd = next(a for a in found if "docstring" in a.title).command
         fut = asyncio.ensure_future(c.workspace_execute_command_async(types.ExecuteCommandParams(
             command=cmd.command, arguments=cmd.arguments)))
-        for _ in range(1200):
-            if ed.states:
-                break
-            await asyncio.sleep(0.05)
+        await ed.wait_states(1)
         red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
             command="sparkls.redirect", arguments=["rename the function to summary", URI]))
         assert red["redirected"]

@@ -154,11 +154,11 @@ def register(server: SparkServer) -> None:
             raise JsonRpcInvalidParams(f"{REDIRECT} needs an instruction")
         uri = str(args[1]) if len(args) > 1 else None
         running = [(t, s) for t, s in ls.session.streams.items()
-                   if uri is None or getattr(s, "uri", None) == uri]
+                   if uri is None or s.uri == uri]
         if not running:
             return {"redirected": False, "reason": "no streaming edit is running"}
         token, s = running[-1]
-        s.redirect(str(args[0]))  # type: ignore[attr-defined]
+        s.redirect(str(args[0]))
         return {"redirected": True, "token": token}
 
     @server.feature("sparkls/inlineEdit")
@@ -266,7 +266,6 @@ async def run_stream(ls: SparkServer, doc: Document, a: actions.Action) -> dict[
     buffer = LspBuffer(ls, a.uri, token if use_progress else None)
     s = streaming.StreamingEdit(buffer, ls.session.start_engine(), ls.session.settings, a.start, a.end,
                                 actions.instruction_of(a, doc.language))
-    s.uri = a.uri  # type: ignore[attr-defined]
     ls.session.streams[token] = s
     task = asyncio.ensure_future(s.run())
     cancel = ls.work_done_progress.tokens.get(token) if use_progress else None
