@@ -11,10 +11,18 @@
     target hunk applied. chrF (chrF2, character 1-6-grams, whitespace ignored) of the predicted hunk
     (changed lines as "-old"/"+new" text) against the target hunk. Per language.
 (c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
-    `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical.
+    `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical;
+    speed-ups also split by how much of the function the answer kept.
+    rename: rewrites that keep most of the code by construction: "rename `p` to `p_arg`" for the first
+    parameter of HumanEval's reference solutions (the "Rewrite with an instruction" action, resolved),
+    off vs on; whether the answer is the exact rename.
+    cost: what verification costs on this machine: llama.cpp decode time of one batch of b tokens with
+    logits for every position (b = 1 ... 64) on the default model, hence the speed-up speculation could
+    reach if every drafted token were accepted.
 
-Usage: python benchmarks/edit_eval.py [--parts fix,next,spec] [--fix-limit N] [--next-per-lang N]
+Usage: python benchmarks/edit_eval.py [--parts fix,next,spec,rename,cost] [--fix-limit N] [--next-per-lang N]
        [--spec-tasks N] [--spec-k 8,16,24] [--threads 1]
+Parts not run keep their earlier results in the output file.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import argparse
 import asyncio
 import difflib
 import gzip
+import io
 import json
 import os
 import platform
@@ -31,6 +40,7 @@ import statistics
 import sys
 import tempfile
 import time
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -284,12 +294,132 @@ def next_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+# -- (c) speculation ------------------------------------------------------------------------------
+def kept_share(before: str, after: str) -> float:
+    """Share of the lines of `before` that `after` keeps unchanged."""
+    a, b = before.splitlines(), after.splitlines()
+    same = sum(m.size for m in difflib.SequenceMatcher(None, a, b, autojunk=False).get_matching_blocks())
+    return same / max(1, len(a))
+
+
+def speedups(off: list[dict[str, Any]], rows: list[dict[str, Any]], output: str) -> dict[str, Any]:
+    pairs = [(a, b) for a, b in zip(off, rows, strict=True) if a["decode_tps"] > 0 and b["decode_tps"] > 0]
+    drafted = sum(r["draft_tokens"] for r in rows)
+    return {"tasks": len(rows), "decode_tps_median": statistics.median(r["decode_tps"] for r in rows),
+            "speedup_median": statistics.median(b["decode_tps"] / a["decode_tps"] for a, b in pairs) if pairs else None,
+            "identical_to_off": sum(a[output] == b[output] for a, b in zip(off, rows, strict=True)),
+            "acceptance": sum(r["accepted_tokens"] for r in rows) / drafted if drafted else None,
+            "median_ms": statistics.median(r["ms"] for r in rows)}
+
+
+def rename_identifier(text: str, old: str, new: str) -> str:
+    """`text` with every Python NAME token `old` renamed (not inside strings, docstrings or comments)."""
+    lines = text.splitlines(keepends=True)
+    spots = [t.start for t in tokenize.generate_tokens(io.StringIO(text).readline)
+             if t.type == tokenize.NAME and t.string == old]
+    for row, col in reversed(spots):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + new + line[col + len(old):]
+    return "".join(lines)
+
+
+def rename_tasks(limit: int) -> list[dict[str, Any]]:
+    """HumanEval reference solutions whose first parameter occurs at least twice in the body."""
+    out = []
+    for t in fix_tasks(None):
+        m = re.search(rf"def {re.escape(t['entry_point'])}\((\w+)", t["prompt"])
+        if m is None:
+            continue
+        old = m.group(1)
+        if len(re.findall(rf"\b{old}\b", t["canonical_solution"])) >= 2:
+            text = t["prompt"] + t["canonical_solution"]
+            out.append({"task_id": t["task_id"], "text": text, "cursor": len(t["prompt"]), "old": old,
+                        "new": f"{old}_arg"})
+    return spread(out, limit)
+
+
+async def run_rename(client: Client, tasks: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    out = []
+    for i, task in enumerate(tasks):
+        text, uri = task["text"], f"file:///rename/{i}/{task['task_id'].replace('/', '_')}.py"
+        client.open(uri, text, "python")
+        pos = position(text, task["cursor"])
+        found = await client.request(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=[])))
+        action = next(a for a in found or [] if getattr(a, "title", "").startswith("sparkls: Rewrite"))
+        data = {**action.command.arguments[0],
+                "instruction": f"Rename `{task['old']}` to `{task['new']}` everywhere in this function."}
+        t0 = time.perf_counter()
+        resolved = await client.request(types.CODE_ACTION_RESOLVE, types.CodeAction(title=action.title, data=data))
+        ms = (time.perf_counter() - t0) * 1000
+        new = apply_workspace_edit(text, resolved.edit) if resolved.edit is not None else text
+        rec = await last_engine_record(client)
+        client.close(uri)
+        expected = rename_identifier(text, task["old"], task["new"])
+        out.append({"task_id": task["task_id"], "exact": new == expected, "rewritten": new, "ms": ms,
+                    "decode_tokens": rec.decode_tokens if rec else 0, "decode_tps": tps(rec),
+                    "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
+                    "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0})
+    print(f"  [{label}] {len(out)} renames, exact {sum(r['exact'] for r in out)}", flush=True)
+    return out
+
+
+def verification_cost(threads: int, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
+                      repeats: int = 5) -> dict[str, Any]:
+    """Median decode time of one batch of b tokens (logits for every position) after a 400-token context."""
+    from llama_cpp import Llama
+    from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
+
+    llm = Llama(str(resolve_model_path("", DEFAULT_MODEL)), n_ctx=2048, n_threads=threads,
+                n_threads_batch=threads, n_batch=256, verbose=False)
+    toks = llm.tokenize((ROOT / "server" / "sparkls" / "rewrite.py").read_bytes())[:400 + max(sizes)]
+    ctx, n_past = toks[:400], 400
+    llm.eval(ctx)
+    rows = []
+    for b in sizes:
+        times = []
+        for _ in range(repeats):
+            llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+            llm._batch.set_batch(batch=toks[400 : 400 + b], n_past=n_past, logits_all=True)
+            t0 = time.perf_counter()
+            llm._ctx.decode(llm._batch)
+            times.append((time.perf_counter() - t0) * 1000)
+        rows.append({"batch": b, "ms": statistics.median(times)})
+    one = rows[0]["ms"]
+    for r in rows:
+        r["ms_per_token"] = r["ms"] / r["batch"]
+        r["ceiling_speedup"] = one / r["ms_per_token"]  # every drafted token accepted
+    return {"threads": threads, "context": n_past, "rows": rows,
+            "best_ceiling": max(r["ceiling_speedup"] for r in rows)}
+
+
+def save(result: dict[str, Any], out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 # -- main ------------------------------------------------------------------------------------------
-async def main_async(args: argparse.Namespace) -> dict[str, Any]:
+async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     parts = set(args.parts.split(","))
     base = {"threads": args.threads}
-    result: dict[str, Any] = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.processor()}",
-                              "threads": args.threads, "sandbox": "netns" if SANDBOX else "none"}
+    for part in ("fix", "next", "spec"):  # files from before parts carried their own machine
+        if part in result and "machine" in result:
+            result[part].setdefault("measured", {"machine": result["machine"], "threads": result.get("threads")})
+    for key in ("machine", "threads", "sandbox"):
+        result.pop(key, None)
+    measured = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {cpu_name()}", "threads": args.threads,
+                "sandbox": "netns" if SANDBOX else "none", "date": time.strftime("%Y-%m-%d")}
     fixes = fix_tasks(args.fix_limit)
     fix_rows: list[dict[str, Any]] = []
     if "fix" in parts:
@@ -300,6 +430,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             await client.stop()
         result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
         print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
+        save(result, Path(args.out))  # a later part failing loses nothing
     if "next" in parts:
         client = await start(base, "next")
         try:
@@ -308,6 +439,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
             await client.stop()
         result["next"] = {"summary": next_summary(rows), "settings": base, "rows": rows}
         print(json.dumps(result["next"]["summary"], indent=2), flush=True)
+        save(result, Path(args.out))  # a later part failing loses nothing
     if "spec" in parts:
         sample = fixes[: args.spec_tasks]
         off = [r for r in fix_rows if r["task_id"] in {t["task_id"] for t in sample}]
@@ -324,29 +456,51 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 configs[f"ngram-{k}"] = await run_fix(client, sample, f"ngram {k}")
             finally:
                 await client.stop()
-        summary = {}
-        for name, rows in configs.items():
-            pairs = [(a, b) for a, b in zip(off, rows, strict=True) if a["decode_tps"] > 0 and b["decode_tps"] > 0]
-            drafted = sum(r["draft_tokens"] for r in rows)
-            summary[name] = {
-                "tasks": len(rows), "decode_tps_median": statistics.median(r["decode_tps"] for r in rows),
-                "speedup_median": statistics.median(b["decode_tps"] / a["decode_tps"] for a, b in pairs),
-                "identical_to_off": sum(a["fixed"] == b["fixed"] for a, b in zip(off, rows, strict=True)),
-                "acceptance": sum(r["accepted_tokens"] for r in rows) / drafted if drafted else None,
-                "median_ms": statistics.median(r["ms"] for r in rows)}
+        summary = {name: speedups(off, rows, "fixed") for name, rows in configs.items()}
+        for name, rows in configs.items():  # split by how much of the function the answer kept (off's answer)
+            keep = [kept_share(t["prompt"] + t["buggy_solution"], r["fixed"]) >= 0.9 for t, r in zip(sample, off,
+                    strict=True)]
+            for label, want in (("kept>=90%", True), ("kept<90%", False)):
+                a = [x for x, k in zip(off, keep, strict=True) if k == want]
+                b = [x for x, k in zip(rows, keep, strict=True) if k == want]
+                if a:
+                    summary[name][label] = speedups(a, b, "fixed")
         result["spec"] = {"summary": summary, "rows": {k: [{x: r[x] for x in ("task_id", "decode_tps", "ms",
                           "decode_tokens", "draft_tokens", "accepted_tokens")} for r in v] for k, v in configs.items()}}
         print(json.dumps(summary, indent=2), flush=True)
+        save(result, Path(args.out))  # a later part failing loses nothing
+    if "rename" in parts:
+        sample_r = rename_tasks(args.rename_tasks)
+        runs: dict[str, Any] = {}
+        for name, opts in (("off", base), *((f"ngram-{k}", {**base, "speculation": "ngram",
+                           "speculativeTokens": k}) for k in (int(x) for x in args.spec_k.split(",")))):
+            client = await start(opts, f"rename-{name}")
+            try:
+                runs[name] = await run_rename(client, sample_r, f"rename {name}")
+            finally:
+                await client.stop()
+        summary = {name: {**speedups(runs["off"], rows, "rewritten"),
+                          "exact_rename": sum(r["exact"] for r in rows)} for name, rows in runs.items()}
+        result["rename"] = {"summary": summary, "rows": runs}
+        print(json.dumps(summary, indent=2), flush=True)
+        save(result, Path(args.out))  # a later part failing loses nothing
+    if "cost" in parts:
+        result["cost"] = verification_cost(args.threads)
+        print(json.dumps(result["cost"], indent=2), flush=True)
+        save(result, Path(args.out))  # a later part failing loses nothing
+    for part in parts & set(result):
+        result[part]["measured"] = measured
     return result
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="fix,next,spec")
+    ap.add_argument("--parts", default="fix,next,spec,rename,cost")
     ap.add_argument("--fix-limit", type=int, default=None)
     ap.add_argument("--next-per-lang", type=int, default=20)
     ap.add_argument("--spec-tasks", type=int, default=20)
-    ap.add_argument("--spec-k", default="8,16,24")
+    ap.add_argument("--spec-k", default="16,32")
+    ap.add_argument("--rename-tasks", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=str(RESULTS / "edit_eval.json"))
     args = ap.parse_args()
@@ -354,12 +508,13 @@ def main() -> int:
         print(f"no data at {EVAL}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    result = asyncio.run(main_async(args))
-    result["wall_s"] = time.perf_counter() - t0
     out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2))
-    print(f"wrote {out} in {result['wall_s']:.0f} s")
+    earlier = json.loads(out.read_text()) if out.is_file() else {}  # the parts not run now stay
+    result = asyncio.run(main_async(args, earlier))
+    result.setdefault("wall_s_by_run", {})[args.parts] = time.perf_counter() - t0
+    result.pop("wall_s", None)
+    save(result, out)
+    print(f"wrote {out} in {result['wall_s_by_run'][args.parts]:.0f} s")
     return 0
 
 

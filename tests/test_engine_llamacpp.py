@@ -95,6 +95,19 @@ async def test_an_interactive_request_pauses_background_work_which_then_resumes_
     assert (await engine.health()).stats["preemptions"] >= 1
 
 
+async def test_background_and_code_action_work_keep_the_interactive_prompts_kv_cache(engine):
+    await collect(engine, GenerationRequest(PROMPT, max_tokens=2, priority=Priority.INTERACTIVE))
+    other = "<|im_start|>system\nYou rewrite code.<|im_end|>\n" + HEADER[:400]
+    for priority in (Priority.BACKGROUND, Priority.CODE_ACTION):  # other prompts, in their own KV slots
+        _, st, _ = await collect(engine, GenerationRequest(other, max_tokens=2, priority=priority))
+        assert st.reused_tokens < 20, st  # nothing shared with the FIM prompt
+    typed = PROMPT.replace("    <|fim_suffix|>", "    i<|fim_suffix|>")
+    _, st, _ = await collect(engine, GenerationRequest(typed, max_tokens=2, priority=Priority.INTERACTIVE))
+    assert st.reused_tokens >= st.prompt_tokens - 16, st  # the next keystroke is still warm
+    _, st, _ = await collect(engine, GenerationRequest(other, max_tokens=2, priority=Priority.BACKGROUND))
+    assert st.reused_tokens >= st.prompt_tokens - 1, st  # and so is the background slot
+
+
 async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_accepted():
     require("llama_cpp", "the embedded engine")
     from sparkls import rewrite

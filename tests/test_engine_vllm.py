@@ -139,3 +139,17 @@ async def test_with_a_small_kv_cache_interactive_requests_preempt_background_one
             assert stats["ia"].preemptions > 0 or order[0] != "ia", (order, stats["ia"])
     finally:
         await small.close()
+
+
+async def test_background_work_leaves_a_sequence_slot_free_for_interactive_requests(tiny_model):
+    # Two slots: vLLM's priority never preempts a running request for a slot, so without sparkls holding
+    # background work to all but one slot the keystroke would wait for a 200-token background request.
+    two = make_engine(tiny_model, max_num_seqs=2)
+    try:
+        await two.ready()
+        order, stats = await run_under_load(two)
+        assert order[0] == "ia", order  # it ran beside one background request and overtook all six
+        assert stats["ia"].preemptions == 0
+        assert stats["ia"].queue_ms < min(stats[f"bg{i}"].queue_ms for i in range(1, 6))
+    finally:
+        await two.close()

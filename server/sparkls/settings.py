@@ -83,8 +83,9 @@ class Settings:
         "speculation", "Speculative decoding for rewrites (code actions, next-edit): `ngram` drafts tokens by "
         "prompt lookup, which pays off when the output repeats the input (vLLM: its n-gram method; llama.cpp: "
         "sparkls' own prompt-lookup loop, greedy, same output).", ("off", "ngram")))
-    speculative_tokens: int = field(default=4, metadata=_opt(
-        "speculativeTokens", "Draft tokens per step with `speculation`.", lo=1, hi=32))
+    speculative_tokens: int = field(default=0, metadata=_opt(
+        "speculativeTokens", "Most draft tokens per step with `speculation`; 0: the engine's default (vLLM: 4; "
+        "llama.cpp: 32, with a draft length that adapts to how much of the drafts is accepted).", lo=0, hi=64))
     openai_url: str = field(default="http://127.0.0.1:8000/v1", metadata=_opt(
         "openaiUrl", "Base URL of the OpenAI-compatible server for the `openai` engine (a `vllm serve` "
         "server, or a load balancer in front of a fleet)."))

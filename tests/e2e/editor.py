@@ -7,23 +7,12 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import attrs
 from lsprotocol import types
 from pytest_lsp import LanguageClient
+from sparkls.lsp.client import read_code_actions_as_code_actions
 
 from tests.e2e.lsp_client import open_doc, position
 from tests.test_edits import apply_lsp, lsp_offset
-
-
-@attrs.define
-class CodeActionsResponse:
-    """lsprotocol structures a `Command | CodeAction` that has a `command` field as a Command (editors
-    tell them apart by the field's type: a string in a Command, an object in a CodeAction); the test
-    client reads code action lists as CodeActions."""
-
-    id: int | str
-    result: list[types.CodeAction] | None
-    jsonrpc: str = "2.0"
 
 
 @dataclass
@@ -41,10 +30,7 @@ class Editor:
             return self._apply_edit(params)
 
         self.client.feature(types.WORKSPACE_APPLY_EDIT)(apply_edit)
-        proto = self.client.protocol
-        result_type = proto.get_result_type
-        proto.get_result_type = lambda m: (  # type: ignore[method-assign]
-            CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m))
+        read_code_actions_as_code_actions(self.client)
 
     async def wait_states(self, n: int, timeout_s: float = 60.0) -> None:
         """Until at least `n` edits have been applied (a streaming edit is under way)."""

@@ -33,6 +33,11 @@ def scripted(response: str) -> Callable[[str], str] | str:
     return pick
 
 
+def _speculative_tokens(settings: Settings) -> dict[str, int]:
+    """`speculativeTokens` 0 keeps the engine's own default."""
+    return {"speculative_tokens": settings.speculative_tokens} if settings.speculative_tokens > 0 else {}
+
+
 def create_engine(settings: Settings) -> Engine:
     """The engine named by `settings.engine`; construction never blocks (models load in the background)."""
     if settings.engine == "fake":
@@ -45,7 +50,7 @@ def create_engine(settings: Settings) -> Engine:
         return LlamaCppEngine(LlamaCppOptions(
             model_path=settings.model_path, model=settings.model, n_ctx=settings.context_size,
             threads=settings.threads, reuse_cache=settings.kv_cache, priority=settings.priority_scheduling,
-            speculation=settings.speculation, speculative_tokens=settings.speculative_tokens))
+            speculation=settings.speculation, **_speculative_tokens(settings)))
     if settings.engine == "vllm":
         from sparkls.engine.vllm import VllmEngine, VllmOptions
 
@@ -53,7 +58,7 @@ def create_engine(settings: Settings) -> Engine:
             model=settings.model_path, max_model_len=settings.context_size, prefix_caching=settings.kv_cache,
             priority_scheduling=settings.priority_scheduling, block_size=settings.vllm_block_size,
             kv_cache_mb=settings.vllm_kv_cache_mb, max_num_seqs=settings.vllm_max_num_seqs,
-            speculation=settings.speculation, speculative_tokens=settings.speculative_tokens))
+            speculation=settings.speculation, **_speculative_tokens(settings)))
     if settings.engine == "openai":
         from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
 

@@ -6,7 +6,9 @@ checks its cancel flag before every prefill chunk and every token, so an abort s
 within one token (or one chunk of `prefill_chunk` prompt tokens); at the same points it yields to a
 more urgent waiting request: it is paused (prompt and generated tokens kept), and resumes later
 from where it stopped, so its consumer just sees a slower stream. Consecutive prompts reuse the KV
-cache of their common token prefix: only the tokens after the first difference are evaluated.
+cache of their common token prefix: only the tokens after the first difference are evaluated. Each
+request class has its own KV sequence (slot) in one llama.cpp context, so background or code-action
+work never evicts the interactive prompt's cache, and a paused request resumes with its KV intact.
 `llama_cpp` is imported lazily, here only.
 """
 
@@ -31,7 +33,9 @@ from sparkls.engine.base import (
     GenerationRequest,
     GenerationStats,
     Health,
+    Priority,
 )
+from sparkls.engine.lookup import LookupDrafter
 from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 from sparkls.engine.scheduler import PriorityScheduler
 
@@ -53,18 +57,7 @@ class LlamaCppOptions:
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
     priority: bool = True  # False: first come, first served, no preemption
     speculation: str = "off"  # "ngram": prompt-lookup drafts for rewrite requests
-    speculative_tokens: int = 8  # draft tokens per step
-
-
-def lookup_draft(tokens: list[int], k: int, max_ngram: int = 3) -> list[int]:
-    """Prompt lookup: the `k` tokens that followed the latest earlier occurrence of the last n tokens
-    (n = max_ngram down to 1). A rewrite mostly copies its input, so these are often what comes next."""
-    for n in range(min(max_ngram, len(tokens) - 1), 0, -1):
-        tail = tokens[-n:]
-        for i in range(len(tokens) - n - 1, -1, -1):
-            if tokens[i : i + n] == tail:
-                return tokens[i + n : i + n + k]
-    return []
+    speculative_tokens: int = 32  # the longest draft; the drafter adapts below it (engine/lookup.py)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -132,6 +125,8 @@ class LlamaCppEngine:
     def __init__(self, options: LlamaCppOptions) -> None:
         self.options = options
         self._llm: Any = None
+        self._ctx: Any = None  # the llama.cpp context with one KV sequence per slot
+        self._slots: list[list[int]] = []  # per KV sequence: the tokens whose KV it holds, from position 0
         self._is_eog: Any = None
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
@@ -145,6 +140,10 @@ class LlamaCppEngine:
     def _priority(self, req: GenerationRequest) -> int:
         return int(req.priority) if self.options.priority else 0
 
+    def _slot(self, req: GenerationRequest) -> int:
+        """The KV sequence a request uses: its class's own (one shared when there is a single slot)."""
+        return min(int(req.priority), len(self._slots) - 1)
+
     # -- worker thread ---------------------------------------------------------------------------
     def _worker(self) -> None:
         self._load()
@@ -156,6 +155,8 @@ class LlamaCppEngine:
             except BaseException as e:
                 log.exception("generation %s failed", job.req.id)
                 job.emit(e)
+        if self._ctx is not None:
+            self._ctx.close()
 
     def _load(self) -> None:
         try:
@@ -177,10 +178,39 @@ class LlamaCppEngine:
 
             set_verbose(False)
             self._llm.verbose = False  # its own prints (prefix-match notes) go quiet too
+            self._open_slots(self._llm, len(Priority) if self.options.reuse_cache else 1)
             log.info("llama.cpp loaded %s (threads=%d)", self.model_path, threads)
         except BaseException as e:  # reported on every request and by health()
             self._load_error = e
             log.exception("llama.cpp failed to load %s", self.model_path)
+
+    def _open_slots(self, llm: Any, n: int) -> None:
+        """Replace the context `Llama` made with one holding `n` separate KV sequences of n_ctx tokens each
+        (not unified: attention reads only its own sequence's cells). `Llama`'s own eval/generate are not
+        used: they work on sequence 0 only, with one token list."""
+        from llama_cpp._internals import LlamaContext
+
+        params = llm.context_params
+        params.n_ctx = self.options.n_ctx * n
+        params.n_seq_max = n
+        params.kv_unified = False
+        ctx = LlamaContext(model=llm._model, params=params, verbose=False)
+        llm._ctx.close()
+        llm._ctx = self._ctx = ctx
+        self._slots = [[] for _ in range(n)]
+
+    def _eval(self, seq: int, tokens: list[int], pos: int, logits_all: bool) -> None:
+        """Evaluate `tokens` at positions pos... of KV sequence `seq` (logits for the last, or for all)."""
+        b = self._llm._batch.batch
+        b.n_tokens = len(tokens)
+        for i, tok in enumerate(tokens):
+            b.token[i] = tok
+            b.pos[i] = pos + i
+            b.seq_id[i][0] = seq
+            b.n_seq_id[i] = 1
+            b.logits[i] = logits_all
+        b.logits[len(tokens) - 1] = True
+        self._ctx.decode(self._llm._batch)
 
     def _finish(self, job: _Job, reason: str) -> None:
         stats = job.stats(reason)
@@ -214,12 +244,12 @@ class LlamaCppEngine:
             job.tokens = tokens
             job.prompt_tokens = len(tokens)
         tokens = job.tokens
-        cached = list(llm.input_ids[: llm.n_tokens])
-        reused = min(common_prefix(cached, tokens), len(tokens) - 1) if self.options.reuse_cache else 0
+        seq = self._slot(req)
+        reused = min(common_prefix(self._slots[seq], tokens), len(tokens) - 1) if self.options.reuse_cache else 0
         if first_run:
             job.reused = min(reused, job.prompt_tokens)
-        llm.n_tokens = reused
-        llm._ctx.kv_cache_seq_rm(-1, reused, -1)
+        self._ctx.kv_cache_seq_rm(seq, reused, -1)
+        self._slots[seq] = tokens[:reused]
 
         def ran_ms() -> float:
             return job.busy_ms + (time.perf_counter() - started) * 1000
@@ -236,21 +266,21 @@ class LlamaCppEngine:
                 return True
             return False
 
-        speculate = req.rewrite and self.options.speculation == "ngram"
         chunk = self.options.prefill_chunk
-        # Speculation evaluates the last prompt token together with the first draft.
-        prefill_end = len(tokens) - 1 if speculate else len(tokens)
-        for i in range(min(reused, prefill_end), prefill_end, chunk):
+        prefill_end = len(tokens) - 1  # the last token is evaluated by the first decode step
+        for i in range(reused, prefill_end, chunk):
             if must_stop():
                 return
-            llm.eval(tokens[i : min(i + chunk, prefill_end)])
+            end = min(i + chunk, prefill_end)
+            self._eval(seq, tokens[i:end], i, logits_all=False)
+            self._slots[seq] = tokens[:end]
         if job.generated == 0:
             job.prefill_ms = ran_ms()
         reason = "length"
         vocab = llm._model.vocab
-        source = self._speculative(llm, tokens, job) if speculate else llm.generate(
-            tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0)
-        for tok in source:
+        speculate = req.rewrite and self.options.speculation == "ngram"
+        drafter = LookupDrafter(k_max=self.options.speculative_tokens) if speculate else None
+        for tok in self._decode(seq, tokens, job, drafter):
             if job.generated == 0:
                 job.t_first = time.perf_counter()
                 job.ttft_ms = ran_ms()
@@ -278,35 +308,33 @@ class LlamaCppEngine:
         job.busy_ms = ran_ms()
         self._finish(job, reason)
 
-    def _speculative(self, llm: Any, tokens: list[int], job: _Job) -> Any:
-        """Greedy decoding with prompt-lookup drafts: each step evaluates the last token plus up to
-        `speculative_tokens` drafted ones in one batch (logits for every position), keeps the drafts
-        that match the model's own argmax, and yields those plus the model's next token: the tokens of
-        plain greedy decoding, several per forward pass when the output copies the prompt. The KV past
-        the accepted tokens is dropped. Invariant: the KV holds tokens[:-1]; `tokens` grows as the
-        consumer appends what is yielded. (llama-cpp-python's own draft_model path needs logits_all for
-        the whole context and re-syncs the cache its own way.)"""
+    def _decode(self, seq: int, tokens: list[int], job: _Job, drafter: LookupDrafter | None) -> Any:
+        """Greedy decoding in KV sequence `seq`, with prompt-lookup drafts when a drafter is given
+        (engine/lookup.py): each step evaluates the last token plus the draft in one batch (logits for every
+        position), keeps the drafts that match the model's own argmax, and yields those plus the model's next
+        token: the tokens of greedy decoding, several per forward pass when the output copies the prompt.
+        The KV past the accepted tokens is dropped at the next step. Invariant: the sequence holds
+        tokens[:-1]; `tokens` grows as the consumer appends what is yielded (it may stop mid-way: the next
+        run compares its tokens with the slot's)."""
         import numpy as np
         from llama_cpp import llama_get_logits_ith
 
-        n_vocab = llm.n_vocab()
-        k = self.options.speculative_tokens
-        n_past = len(tokens) - 1  # the KV holds tokens[:-1]; tokens[-1] goes into the first batch
+        n_vocab = self._llm.n_vocab()
+        n_past = len(tokens) - 1
         while True:
-            room = self.options.n_ctx - n_past - 2
-            draft = lookup_draft(tokens, min(k, max(0, room)))
+            draft = drafter.propose(tokens, self.options.n_ctx - n_past - 2) if drafter is not None else []
             batch = [tokens[-1], *draft]
-            llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
-            llm._batch.set_batch(batch=batch, n_past=n_past, logits_all=True)
-            llm._ctx.decode(llm._batch)
-            llm.input_ids[n_past : n_past + len(batch)] = batch
-            preds = [int(np.ctypeslib.as_array(llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,)).argmax())
+            self._ctx.kv_cache_seq_rm(seq, n_past, -1)
+            self._eval(seq, batch, n_past, logits_all=bool(draft))
+            preds = [int(np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,)).argmax())
                      for i in range(len(batch))]
             accepted = 0
             while accepted < len(draft) and preds[accepted] == draft[accepted]:
                 accepted += 1
+            if drafter is not None:
+                drafter.feedback(len(draft), accepted)
+            self._slots[seq] = [*tokens[:n_past], *batch[: 1 + accepted]]
             n_past += 1 + accepted
-            llm.n_tokens = n_past  # the KV past here (rejected drafts) is dropped at the next step or run
             job.drafted += len(draft)
             job.accepted += accepted
             yield from [*draft[:accepted], preds[accepted]]  # the consumer appends each to `tokens`

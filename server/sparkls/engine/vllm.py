@@ -2,9 +2,10 @@
 
 Built with prefix caching and priority scheduling: a request's `Priority` is passed as vLLM's
 priority, so interactive work is scheduled before code actions and background prefetches, and
-preempts them when KV blocks run out. Outputs stream as deltas. When the consumer stops or is
-cancelled, the vLLM request is aborted (`AsyncLLM.abort`) before the exception propagates. n-gram
-(prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
+preempts them when KV blocks run out. vLLM never preempts for a sequence slot, so code actions and
+background work together hold at most all but `reserved_seqs` of them. Outputs stream as deltas. When
+the consumer stops or is cancelled, the vLLM request is aborted (`AsyncLLM.abort`) before the
+exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
 
 Construction blocks for tens of seconds (engine-core process start, weights, warm-up), so it
 runs in a thread started by the constructor, never on `initialize`; `ready()` awaits it. `vllm`
@@ -34,6 +35,7 @@ from sparkls.engine.base import (
     GenerationRequest,
     GenerationStats,
     Health,
+    Priority,
 )
 
 log = logging.getLogger(__name__)
@@ -49,6 +51,7 @@ class VllmOptions:
     block_size: int = 0  # 0: vLLM's default (16 on GPU, 128 on CPU); smaller blocks reuse more of a prompt
     kv_cache_mb: int = 0  # 0: vLLM's default
     max_num_seqs: int = 0  # 0: vLLM's default
+    reserved_seqs: int = 1  # sequence slots that code actions and background work never take (priority only)
     speculation: str = "off"  # "ngram": prompt-lookup speculative decoding (pays off on rewrites)
     speculative_tokens: int = 4
     dtype: str = "auto"
@@ -125,6 +128,7 @@ class VllmEngine:
         self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
         self.counters: dict[str, float] = collections.defaultdict(float)
         self._closed = False
+        self._admission: asyncio.Semaphore | None = None
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
         threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
 
@@ -155,12 +159,34 @@ class VllmEngine:
     async def ready(self) -> None:
         await asyncio.wrap_future(self._loaded)
 
+    def _admit(self, request: GenerationRequest) -> asyncio.Semaphore | None:
+        """Where a lower-class request waits for one of all but `reserved_seqs` sequence slots. vLLM's priority
+        scheduler orders its waiting queue, but never preempts a running request for a slot (only for KV
+        blocks), so with every slot taken by background work a keystroke would wait for one of them to end."""
+        if not self.options.priority_scheduling or request.priority == Priority.INTERACTIVE:
+            return None
+        if self._admission is None:
+            slots = self.options.max_num_seqs or int(self._llm.vllm_config.scheduler_config.max_num_seqs)
+            self._admission = asyncio.Semaphore(max(1, slots - self.options.reserved_seqs))
+        return self._admission
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
         t0 = time.perf_counter()
         await self.ready()
         llm = self._llm
         if llm is None:
             raise EngineError(f"vLLM engine not available: {self._load_error}")
+        admission = self._admit(request)
+        if admission is not None:
+            await admission.acquire()  # cancelled while waiting: nothing was sent
+        try:
+            async for ev in self._stream(llm, request, t0):
+                yield ev
+        finally:
+            if admission is not None:
+                admission.release()
+
+    async def _stream(self, llm: Any, request: GenerationRequest, t0: float) -> AsyncIterator[Event]:
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 

@@ -8,8 +8,27 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import attrs
 from lsprotocol import types
 from pygls.lsp.client import LanguageClient
+
+
+@attrs.define
+class CodeActionsResponse:
+    """lsprotocol structures a `Command | CodeAction` that has a `command` field as a Command (editors
+    tell them apart by the field's type: a string in a Command, an object in a CodeAction), losing the
+    action's command; read code action lists as CodeActions instead."""
+
+    id: int | str
+    result: list[types.CodeAction] | None
+    jsonrpc: str = "2.0"
+
+
+def read_code_actions_as_code_actions(client: Any) -> None:
+    proto = client.protocol
+    result_type = proto.get_result_type
+    proto.get_result_type = lambda m: (  # type: ignore[method-assign]
+        CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m))
 
 
 def position(text: str, offset: int) -> types.Position:
@@ -30,6 +49,7 @@ async def _drain(stream: asyncio.StreamReader, path: Path) -> None:
 class Client:
     def __init__(self, log_path: Path) -> None:
         self.lc = LanguageClient("sparkls-client", "0.1")
+        read_code_actions_as_code_actions(self.lc)
         self.log_path = log_path
         self._drain: asyncio.Task[None] | None = None
 
