@@ -413,13 +413,13 @@ def cpu_name() -> str:
 async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     parts = set(args.parts.split(","))
     base = {"threads": args.threads}
-    for part in ("fix", "next", "spec"):  # files from before parts carried their own machine
-        if part in result and "machine" in result:
-            result[part].setdefault("measured", {"machine": result["machine"], "threads": result.get("threads")})
-    for key in ("machine", "threads", "sandbox"):
-        result.pop(key, None)
     measured = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {cpu_name()}", "threads": args.threads,
                 "sandbox": "netns" if SANDBOX else "none", "date": time.strftime("%Y-%m-%d")}
+
+    def done(part: str) -> None:
+        """Part measured: say where and when, and write the file (a later part failing loses nothing)."""
+        result[part]["measured"] = measured
+        save(result, Path(args.out))
     fixes = fix_tasks(args.fix_limit)
     fix_rows: list[dict[str, Any]] = []
     if "fix" in parts:
@@ -430,7 +430,7 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
             await client.stop()
         result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
         print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
-        save(result, Path(args.out))  # a later part failing loses nothing
+        done("fix")
     if "next" in parts:
         client = await start(base, "next")
         try:
@@ -439,7 +439,7 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
             await client.stop()
         result["next"] = {"summary": next_summary(rows), "settings": base, "rows": rows}
         print(json.dumps(result["next"]["summary"], indent=2), flush=True)
-        save(result, Path(args.out))  # a later part failing loses nothing
+        done("next")
     if "spec" in parts:
         sample = fixes[: args.spec_tasks]
         off = [r for r in fix_rows if r["task_id"] in {t["task_id"] for t in sample}]
@@ -468,7 +468,7 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
         result["spec"] = {"summary": summary, "rows": {k: [{x: r[x] for x in ("task_id", "decode_tps", "ms",
                           "decode_tokens", "draft_tokens", "accepted_tokens")} for r in v] for k, v in configs.items()}}
         print(json.dumps(summary, indent=2), flush=True)
-        save(result, Path(args.out))  # a later part failing loses nothing
+        done("spec")
     if "rename" in parts:
         sample_r = rename_tasks(args.rename_tasks)
         runs: dict[str, Any] = {}
@@ -483,13 +483,11 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
                           "exact_rename": sum(r["exact"] for r in rows)} for name, rows in runs.items()}
         result["rename"] = {"summary": summary, "rows": runs}
         print(json.dumps(summary, indent=2), flush=True)
-        save(result, Path(args.out))  # a later part failing loses nothing
+        done("rename")
     if "cost" in parts:
         result["cost"] = verification_cost(args.threads)
         print(json.dumps(result["cost"], indent=2), flush=True)
-        save(result, Path(args.out))  # a later part failing loses nothing
-    for part in parts & set(result):
-        result[part]["measured"] = measured
+        done("cost")
     return result
 
 

@@ -4,9 +4,9 @@ A rewrite mostly copies its input, which is in the prompt. The drafter finds whe
 continues a stretch of earlier tokens (the longest suffix match, so it locks onto the region being copied
 rather than onto any earlier "    return") and proposes the tokens that followed there.
 
-The draft length adapts, because on a CPU verification is not free: a batch of b tokens costs close to b
-single-token steps (measured in benchmarks/edit_eval.py, part `cost`), so every rejected draft token is time
-lost. Fully accepted drafts double the length (up to `k_max`); a rejection shrinks it to what was accepted;
+The draft length adapts, because on a CPU verification is not free: a batch of b tokens costs at best about
+b/2.3 single-token steps here (measured in benchmarks/edit_eval.py, part `cost`), so every rejected draft token
+is time lost. Fully accepted drafts double the length (up to `k_max`); a rejection shrinks it to what was accepted;
 drafts that were mostly rejected make the drafter demand a longer match before it drafts again (2, 4, 8, ...
 tokens), so output that does not copy soon runs as plain decoding.
 """
