@@ -39,3 +39,12 @@ async def cancel_after(engine, request: GenerationRequest, deltas: int) -> int:
     with pytest.raises(asyncio.CancelledError):
         await task
     return got
+
+
+async def until(predicate, timeout_s: float = 60.0) -> None:
+    """Poll `predicate` every 5 ms until it holds; fail the test after `timeout_s`."""
+    for _ in range(int(timeout_s / 0.005)):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {predicate}")

@@ -9,7 +9,7 @@ from sparkls.engine.base import GenerationStats, Priority
 from sparkls.engine.metrics import percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
-from sparkls.engine.vllm import CPU_KV_CACHE_MB, VllmOptions, engine_args
+from sparkls.engine.vllm import CPU_KV_CACHE_MB, VllmOptions, engine_args, stop_prefix_len, stop_start
 from sparkls.settings import Settings, resolve
 
 
@@ -146,3 +146,15 @@ def test_drafter_proposes_the_continuation_and_adapts_its_length():
     assert d.k == d.k_min and d.misses == 2 and d.needed_match() == 8  # back off further
     d.feedback(6, 6)
     assert d.misses == 0 and d.needed_match() == 2
+
+def test_a_paused_stream_keeps_back_what_may_begin_a_stop_string():
+    stops = ("\n\n", "<|endoftext|>")
+    assert stop_prefix_len("x = 1\n", stops) == 1
+    assert stop_prefix_len("x = 1<|end", stops) == 5
+    assert stop_prefix_len("x = 1", stops) == 0
+    assert stop_prefix_len("x = 1\n", ()) == 0
+    # the kept-back end and the resumed text together complete the stop: cut where it begins
+    assert stop_start("\n" + "\nprint(x)", stops) == 0
+    assert stop_start("<|end" + "oftext|>", stops) == 0
+    assert stop_start("y = 2\n\n<|endoftext|>", stops) == 5
+    assert stop_start("y = 2", stops) is None

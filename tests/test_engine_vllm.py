@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 import uuid
 
 import pytest
 import pytest_asyncio
-from sparkls.engine.base import GenerationRequest, Priority
+from sparkls.engine.base import Delta, Event, Finished, GenerationRequest, Priority
 
 from tests.conftest import require
-from tests.engine_support import cancel_after, collect
+from tests.engine_support import cancel_after, collect, until
 from tests.servers import VLLM_TEST_ENV
 
 pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
@@ -124,7 +125,8 @@ async def run_under_load(engine):
 @pytest.mark.parametrize("priority", [True, False], ids=["priority", "fcfs"])
 async def test_with_a_small_kv_cache_interactive_requests_preempt_background_ones(tiny_model, priority):
     # 16 blocks of 32 tokens: six 200-token generations cannot all fit, so vLLM must preempt.
-    small = make_engine(tiny_model, priority_scheduling=priority, max_model_len=256,
+    # vLLM's own preemption: sparkls' pausing (which would keep background work out of vLLM) is off.
+    small = make_engine(tiny_model, priority_scheduling=priority, max_model_len=256, pause_lower=False,
                         extra_args={"num_gpu_blocks_override": 16})
     try:
         await small.ready()
@@ -144,7 +146,7 @@ async def test_with_a_small_kv_cache_interactive_requests_preempt_background_one
 async def test_background_work_leaves_a_sequence_slot_free_for_interactive_requests(tiny_model):
     # Two slots: vLLM's priority never preempts a running request for a slot, so without sparkls holding
     # background work to all but one slot the keystroke would wait for a 200-token background request.
-    two = make_engine(tiny_model, max_num_seqs=2)
+    two = make_engine(tiny_model, max_num_seqs=2, pause_lower=False)
     try:
         await two.ready()
         order, stats = await run_under_load(two)
@@ -153,3 +155,70 @@ async def test_background_work_leaves_a_sequence_slot_free_for_interactive_reque
         assert stats["ia"].queue_ms < min(stats[f"bg{i}"].queue_ms for i in range(1, 6))
     finally:
         await two.close()
+
+
+async def test_a_more_urgent_request_pauses_background_generation_which_resumes_with_the_same_text(engine):
+    # While the keystroke's request is in flight, the background generations are out of vLLM (no delta
+    # arrives for them); afterwards each resumes from its tokens, with prefix-cache hits, and ends with
+    # the text it gets when nothing interrupts it.
+    def bg(i: int) -> GenerationRequest:
+        return GenerationRequest(prompt(f"pause {i} {uuid.uuid4().hex}"), max_tokens=150,
+                                 priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
+
+    requests = [bg(i) for i in range(3)]
+    alone = [(await collect(engine, GenerationRequest(r.prompt, max_tokens=150)))[0] for r in requests]
+    hits_before = engine.counters["prefix_cache_hits"]
+    pauses_before = engine.counters["pauses"]
+    arrivals: dict[str, list[float]] = {r.id: [] for r in requests}
+    texts = dict.fromkeys(arrivals, "")
+    finals = {}
+
+    async def background(req: GenerationRequest) -> None:
+        async for ev in engine.stream(req):
+            if isinstance(ev, Delta):
+                arrivals[req.id].append(time.perf_counter())
+                texts[req.id] += ev.text
+            else:
+                finals[req.id] = ev.stats
+
+    tasks = [asyncio.create_task(background(r)) for r in requests]
+    await until(lambda: min(len(a) for a in arrivals.values()) >= 10)
+    t_start = time.perf_counter()
+    _, ia, _ = await collect(engine, GenerationRequest(prompt("keystroke"), max_tokens=40))
+    t_end = time.perf_counter()
+    await asyncio.gather(*tasks)
+
+    assert ia.decode_tokens == 40 and ia.preemptions == 0
+    for r, expected in zip(requests, alone, strict=True):
+        assert texts[r.id] == expected  # resumed from its tokens: nothing lost, nothing repeated
+        assert finals[r.id].preemptions >= 1 and finals[r.id].decode_tokens == 150
+        assert finals[r.id].finish_reason == "length"
+        during = [t for t in arrivals[r.id] if t_start + 0.05 < t < t_end]
+        assert not during, f"{len(during)} background deltas while the keystroke ran"
+    assert engine.counters["pauses"] - pauses_before >= 3
+    assert engine.counters["prefix_cache_hits"] > hits_before  # the resumed prompts came from the cache
+
+
+async def test_an_aborted_paused_request_ends_at_once(engine):
+    req = GenerationRequest(prompt(f"abort paused {uuid.uuid4().hex}"), max_tokens=400,
+                            priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
+    got: list[Event] = []
+    pauses = engine.counters["pauses"]
+
+    async def background() -> None:
+        async for ev in engine.stream(req):
+            got.append(ev)
+
+    task = asyncio.create_task(background())
+    await until(lambda: len(got) >= 5)
+
+    async def keystroke() -> None:
+        await collect(engine, GenerationRequest(prompt("keystroke 2"), max_tokens=200))
+
+    ks = asyncio.create_task(keystroke())
+    await until(lambda: engine.counters["pauses"] > pauses and not engine._running[req.id].live)
+    await engine.abort(req.id)  # it is waiting for its turn, not in vLLM
+    await asyncio.wait_for(task, 5)
+    assert not ks.done()  # it ended while the keystroke still ran
+    assert isinstance(got[-1], Finished) and got[-1].stats.finish_reason == "abort"
+    await ks

@@ -79,6 +79,11 @@ class Settings:
         "1024 on a CPU.", lo=0, hi=10_000_000))
     vllm_max_num_seqs: int = field(default=0, metadata=_opt(
         "vllmMaxNumSeqs", "Most sequences vLLM runs at once; 0: vLLM's default.", lo=0, hi=4096))
+    vllm_pause_lower: bool = field(default=True, metadata=_opt(
+        "vllmPauseLower", "With `priorityScheduling`: while a more urgent request runs, less urgent generations "
+        "leave vLLM and resume afterwards from their tokens (prefix caching makes that cheap), so a keystroke "
+        "has the engine to itself; off: vLLM's priority scheduler alone (it orders its queue and preempts "
+        "only when KV blocks run out)."))
     speculation: str = field(default="off", metadata=_opt(
         "speculation", "Speculative decoding for rewrites (code actions, next-edit): `ngram` drafts tokens by "
         "prompt lookup, which pays off when the output repeats the input (vLLM: its n-gram method; llama.cpp: "

@@ -58,7 +58,7 @@ def create_engine(settings: Settings) -> Engine:
             model=settings.model_path, max_model_len=settings.context_size, prefix_caching=settings.kv_cache,
             priority_scheduling=settings.priority_scheduling, block_size=settings.vllm_block_size,
             kv_cache_mb=settings.vllm_kv_cache_mb, max_num_seqs=settings.vllm_max_num_seqs,
-            speculation=settings.speculation, **_speculative_tokens(settings)))
+            pause_lower=settings.vllm_pause_lower, speculation=settings.speculation, **_speculative_tokens(settings)))
     if settings.engine == "openai":
         from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
 

@@ -3,7 +3,12 @@
 Built with prefix caching and priority scheduling: a request's `Priority` is passed as vLLM's
 priority, so interactive work is scheduled before code actions and background prefetches, and
 preempts them when KV blocks run out. vLLM never preempts for a sequence slot, so code actions and
-background work together hold at most all but `reserved_seqs` of them. Outputs stream as deltas. When
+background work together hold at most all but `reserved_seqs` of them. Beyond vLLM's own order,
+sparkls pauses less urgent generations while a more urgent request is in flight (`pause_lower`):
+they are aborted in vLLM and later resumed from their prompt plus the tokens generated so far, which
+prefix caching serves from the KV cache, so a keystroke neither waits behind nor shares its batch
+steps with background decodes and prefills; the consumer of a paused stream sees a slower stream
+of the same text (a stop string that spans the pause is still found). Outputs stream as deltas. When
 the consumer stops or is cancelled, the vLLM request is aborted (`AsyncLLM.abort`) before the
 exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
 
@@ -52,6 +57,7 @@ class VllmOptions:
     kv_cache_mb: int = 0  # 0: vLLM's default
     max_num_seqs: int = 0  # 0: vLLM's default
     reserved_seqs: int = 1  # sequence slots that code actions and background work never take (priority only)
+    pause_lower: bool = True  # pause less urgent generations while a more urgent one runs (priority only)
     speculation: str = "off"  # "ngram": prompt-lookup speculative decoding (pays off on rewrites)
     speculative_tokens: int = 4
     dtype: str = "auto"
@@ -84,6 +90,35 @@ def engine_args(o: VllmOptions, on_cpu: bool = False) -> dict[str, Any]:
                                       "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     args.update(o.extra_args)
     return args
+
+
+def stop_start(text: str, stops: tuple[str, ...]) -> int | None:
+    """Where the first of `stops` begins in `text`, or None (pure)."""
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return min(found) if found else None
+
+
+def stop_prefix_len(text: str, stops: tuple[str, ...]) -> int:
+    """Length of the longest end of `text` that is the beginning of one of `stops` (pure): the text a
+    paused stream keeps back, because the resumed part may complete a stop string."""
+    best = 0
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), best, -1):
+            if text.endswith(s[:k]):
+                best = k
+                break
+    return best
+
+
+@dataclass
+class _Run:
+    """A request in flight: whether it is in vLLM now, and whether it was asked to pause or stop."""
+
+    priority: int
+    live: bool = False  # a vLLM request for it exists (between submit and its final output)
+    paused: bool = False  # a more urgent request asked it to leave vLLM for now
+    aborted: bool = False  # `Engine.abort` was called for it
+    pauses: int = 0
 
 
 def _stat_logger_factory(counters: dict[str, float]) -> Any:
@@ -124,7 +159,9 @@ class VllmEngine:
         self.options = options
         self._llm: Any = None
         self._load_error: BaseException | None = None
-        self._running: set[str] = set()
+        self._running: dict[str, _Run] = {}
+        self._inflight: collections.Counter[int] = collections.Counter()  # admitted requests per priority
+        self._turn = asyncio.Condition()  # notified when a request ends or is aborted
         self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
         self.counters: dict[str, float] = collections.defaultdict(float)
         self._closed = False
@@ -170,6 +207,18 @@ class VllmEngine:
             self._admission = asyncio.Semaphore(max(1, slots - self.options.reserved_seqs))
         return self._admission
 
+    def _outranked(self, priority: int) -> bool:
+        return any(p < priority and n > 0 for p, n in self._inflight.items())
+
+    async def _pause_lower(self, llm: Any, priority: int) -> None:
+        """Ask every live, less urgent request to leave vLLM; aborting them here, before this request is
+        submitted, keeps them out of the next batch step (their streams then see vLLM's final output)."""
+        victims = [rid for rid, run in self._running.items() if run.live and run.priority > priority]
+        for rid in victims:
+            self._running[rid].paused = True
+        if victims:
+            await llm.abort(victims)
+
     async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
         t0 = time.perf_counter()
         await self.ready()
@@ -179,58 +228,111 @@ class VllmEngine:
         admission = self._admit(request)
         if admission is not None:
             await admission.acquire()  # cancelled while waiting: nothing was sent
+        priority = int(request.priority)
+        self._inflight[priority] += 1
         try:
+            if self._pausing():
+                await self._pause_lower(llm, priority)
             async for ev in self._stream(llm, request, t0):
                 yield ev
         finally:
+            self._inflight[priority] -= 1
+            async with self._turn:
+                self._turn.notify_all()
             if admission is not None:
                 admission.release()
 
+    def _pausing(self) -> bool:
+        return self.options.priority_scheduling and self.options.pause_lower
+
     async def _stream(self, llm: Any, request: GenerationRequest, t0: float) -> AsyncIterator[Event]:
+        """One request as one or more vLLM requests: a pause ends the current one, and the next resumes
+        from the prompt plus every token generated so far (greedy: the same text as without the pause)."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
-        params = SamplingParams(
-            max_tokens=request.max_tokens, temperature=request.temperature, stop=list(request.stop) or None,
-            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
         # Tokenized here so that an over-long prompt keeps its end (the cursor side), as in llama.cpp.
         ids = llm.get_tokenizer().encode(request.prompt, add_special_tokens=False)
-        room = max(1, self.options.max_model_len - request.max_tokens - 1)
-        priority = int(request.priority) if self.options.priority_scheduling else 0
-        self._running.add(request.id)
-        gen = llm.generate({"prompt_token_ids": ids[-room:]}, params, request_id=request.id, priority=priority)
+        ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1):]
+        vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
+        run = self._running[request.id] = _Run(int(request.priority))
+        generated: list[int] = []
+        held = ""  # text kept back at a pause: the resumed part may complete a stop string with it
+        first: Any = None  # the first vLLM request's last output (its prefix-cache hits and TTFT)
         sent = time.perf_counter()
         t_first = 0.0
-        n = 0
-        last: Any = None
+        reason = "abort"
+        vllm_preemptions = 0
         try:
-            async for out in gen:
-                last = out
-                completion = out.outputs[0]
-                n += len(completion.token_ids)
-                if completion.text:
-                    if not t_first:
-                        t_first = time.perf_counter()
-                    yield Delta(completion.text)
-                if out.finished:
+            while not run.aborted:
+                if self._pausing() and self._outranked(run.priority):
+                    async with self._turn:
+                        await self._turn.wait_for(lambda: run.aborted or not self._outranked(run.priority))
+                    continue
+                params = SamplingParams(
+                    max_tokens=request.max_tokens - len(generated), temperature=request.temperature,
+                    stop=list(request.stop) or None, output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
+                run.live, run.paused = True, False
+                gen = llm.generate({"prompt_token_ids": ids + generated}, params, request_id=request.id,
+                                   priority=vllm_priority)
+                last: Any = None
+                stopped = False
+                try:
+                    async for out in gen:
+                        last = out
+                        if not run.pauses:
+                            first = out
+                        completion = out.outputs[0]
+                        generated += completion.token_ids
+                        text, held = held + completion.text, ""
+                        cut = stop_start(text, request.stop) if run.pauses else None
+                        if cut is not None:  # a stop string across the pause: vLLM saw only its second part
+                            text, stopped = text[:cut], True
+                        elif out.finished and run.paused:
+                            keep = stop_prefix_len(text, request.stop)
+                            text, held = text[:len(text) - keep], text[len(text) - keep:]
+                        if text:
+                            if not t_first:
+                                t_first = time.perf_counter()
+                            yield Delta(text)
+                        if stopped or out.finished:
+                            break
+                        if run.paused:  # asked before this request reached vLLM: its final output follows
+                            await llm.abort(request.id)
+                finally:
+                    run.live = False
+                    await gen.aclose()  # vLLM aborts a request whose stream is closed unfinished
+                vllm_preemptions += int(getattr(getattr(last, "metrics", None), "num_preemptions", 0) or 0)
+                finish = last.outputs[0].finish_reason if last is not None else None
+                if stopped or finish in ("stop", "length"):
+                    reason = "stop" if stopped else finish
+                    break
+                if not run.paused or run.aborted:  # aborted from outside (`abort`), not paused
+                    break
+                run.pauses += 1
+                self.counters["pauses"] += 1
+                if len(generated) >= request.max_tokens:
+                    reason = "length"
                     break
         except (asyncio.CancelledError, GeneratorExit):
-            await llm.abort(request.id)  # free the engine before the cancellation propagates
-            self._record(request, last, t0, sent, t_first, n, "abort")
+            if run.live:
+                await llm.abort(request.id)  # free the engine before the cancellation propagates
+            self._record(request, len(ids), first, t0, sent, t_first, len(generated), "abort",
+                         vllm_preemptions + run.pauses)
             raise
         except Exception as e:  # a rejected request or a dead engine: one clear error for the caller
-            self._record(request, last, t0, sent, t_first, n, "error")
+            self._record(request, len(ids), first, t0, sent, t_first, len(generated), "error",
+                         vllm_preemptions + run.pauses)
             raise EngineError(f"vLLM: {type(e).__name__}: {e}") from e
         finally:
-            self._running.discard(request.id)
-            await gen.aclose()
-        reason = "abort"
-        if last is not None and last.outputs[0].finish_reason in ("stop", "length"):
-            reason = last.outputs[0].finish_reason
-        yield Finished(self._record(request, last, t0, sent, t_first, n, reason))
+            self._running.pop(request.id, None)
+        if held:
+            yield Delta(held)
+        yield Finished(self._record(request, len(ids), first, t0, sent, t_first, len(generated), reason,
+                                    vllm_preemptions + run.pauses))
 
-    def _record(self, req: GenerationRequest, out: Any, t0: float, sent: float, t_first: float, n: int,
-                reason: str) -> GenerationStats:
+    def _record(self, req: GenerationRequest, prompt_tokens: int, out: Any, t0: float, sent: float, t_first: float,
+                n: int, reason: str, preemptions: int) -> GenerationStats:
         now = time.perf_counter()
         wall_ttft = ((t_first or now) - sent) * 1000
         m = getattr(out, "metrics", None)
@@ -238,16 +340,21 @@ class VllmEngine:
         if m is not None and m.first_token_ts and m.scheduled_ts:
             engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
         stats = GenerationStats(
-            prompt_tokens=len(out.prompt_token_ids or ()) if out is not None else 0,
-            reused_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
+            prompt_tokens=prompt_tokens, reused_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
             queue_ms=(sent - t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft, ttft_ms=engine_ttft,
             decode_tokens=n, decode_ms=(now - t_first) * 1000 if t_first else 0.0, finish_reason=reason,
-            priority=req.priority, preemptions=int(getattr(m, "num_preemptions", 0) or 0))
+            priority=req.priority, preemptions=preemptions)
         self.completed.append((req.id, stats))
         return stats
 
     async def abort(self, request_id: str) -> None:
-        if request_id in self._running and self._llm is not None:
+        run = self._running.get(request_id)
+        if run is None or self._llm is None:
+            return
+        run.aborted = True
+        async with self._turn:  # a paused request stops waiting for its turn
+            self._turn.notify_all()
+        if run.live:
             await self._llm.abort(request_id)
 
     async def health(self) -> Health:
