@@ -124,20 +124,24 @@ def background(i: int) -> str:
 
 
 async def under_load(engine: Any, trials: int, bg_tokens: int, ia_tokens: int, delay_s: float) -> dict[str, Any]:
-    alone = [await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)) for _ in range(trials)]
-    loaded = []
+    # "alone" is measured right before each loaded trial: this machine's speed drifts within minutes
+    alone: list[dict[str, float]] = []
+    loaded: list[dict[str, float]] = []
+    bg_totals: list[float] = []
     for t in range(trials):
+        alone.append(await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)))
         bgs = [asyncio.ensure_future(timed(engine, GenerationRequest(
             background(8 * t + i), max_tokens=bg_tokens, priority=Priority.BACKGROUND))) for i in range(8)]
         await asyncio.sleep(delay_s)
         loaded.append(await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)))
-        await asyncio.gather(*bgs)
+        bg_totals += [r["total_ms"] for r in await asyncio.gather(*bgs)]
     a_ttft = percentile([r["ttft_ms"] for r in alone], 50)
     l_ttft = percentile([r["ttft_ms"] for r in loaded], 50)
     return {"alone_ttft_ms": a_ttft, "loaded_ttft_ms": l_ttft, "ttft_ratio": l_ttft / a_ttft,
             "alone_total_ms": percentile([r["total_ms"] for r in alone], 50),
             "loaded_total_ms": percentile([r["total_ms"] for r in loaded], 50),
-            "interactive_preemptions": sum(r["preemptions"] for r in loaded)}
+            "interactive_preemptions": sum(r["preemptions"] for r in loaded),
+            "background_total_p50_ms": percentile(bg_totals, 50)}
 
 
 async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, Any]:
@@ -147,19 +151,26 @@ async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, 
     return out
 
 
-async def bench_priority_vllm(model: Path, trials: int) -> dict[str, Any]:
+async def bench_priority_vllm(model: Path, trials: int, only: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
-    configs = {"vllm": {}, "vllm 4 seqs": {"max_num_seqs": 4},
-               "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}}}
-    for name, extra in configs.items():
-        for prio in (False, True):
-            engine = vllm_engine(model, priority_scheduling=prio, **extra)
+    limits = {"vllm": {}, "vllm 4 seqs": {"max_num_seqs": 4},
+              "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}}}
+    # fcfs; vLLM's priority scheduler alone; and with sparkls pausing lower classes (the default)
+    policies = {"fcfs": {"priority_scheduling": False}, "priority": {"pause_lower": False},
+                "priority+pause": {"pause_lower": True}}
+    for name, extra in limits.items():
+        if only and name not in only.split(","):
+            continue
+        for policy, options in policies.items():
+            engine = vllm_engine(model, **options, **extra)
             await engine.ready()
             try:
                 await timed(engine, GenerationRequest("warm up", max_tokens=2))
                 r = await under_load(engine, trials, bg_tokens=400, ia_tokens=32, delay_s=0.3)
-                r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
-                out[f"{name} {'priority' if prio else 'fcfs'}"] = r
+                health = (await engine.health()).stats
+                r["preemptions_total"] = health.get("preemptions", 0)
+                r["pauses_total"] = health.get("pauses", 0)
+                out[f"{name} {policy}"] = r
             finally:
                 await engine.close()
     return out
@@ -190,24 +201,28 @@ async def bench_remote(model: Path, n: int) -> dict[str, Any]:
     prompts = [f"<|fim_prefix|>def f{i}(x):\n    return <|fim_suffix|>\n<|fim_middle|>" for i in range(n)]
     local = vllm_engine(model)
     await local.ready()
+    local_dtype = str(local._llm.model_config.dtype).removeprefix("torch.")  # the server loads the same
     try:
         await timed(local, GenerationRequest("warm up", max_tokens=2))
         in_proc = [(await timed(local, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
     finally:
         await local.close()
     log = Path(tempfile.gettempdir()) / "sparkls-bench-vllm-server.log"
-    with vllm_server(model, "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(512 * 2**20),
-                     log=log) as url:
-        remote = OpenAIEngine(OpenAIOptions(url=url))
-        try:
-            await timed(remote, GenerationRequest("warm up", max_tokens=2))
-            over = [(await timed(remote, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
-        finally:
-            await remote.close()
-    p50_in, p50_remote = percentile(in_proc, 50), percentile(over, 50)
-    return {"requests": n, "in_process_p50_ms": p50_in, "remote_p50_ms": p50_remote,
-            "overhead_p50_ms": p50_remote - p50_in, "in_process_p90_ms": percentile(in_proc, 90),
-            "remote_p90_ms": percentile(over, 90)}
+    res: dict[str, Any] = {"requests": n, "in_process_p50_ms": percentile(in_proc, 50),
+                           "in_process_p90_ms": percentile(in_proc, 90)}
+    # the server as started in the README, and without uvicorn's access log (a log line per request)
+    for name, flags in {"remote": (), "remote_no_access_log": ("--disable-uvicorn-access-log",)}.items():
+        with vllm_server(model, "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(512 * 2**20),
+                         "--dtype", local_dtype, *flags, log=log) as url:
+            remote = OpenAIEngine(OpenAIOptions(url=url))
+            try:
+                await timed(remote, GenerationRequest("warm up", max_tokens=2))
+                over = [(await timed(remote, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+            finally:
+                await remote.close()
+        res[f"{name}_p50_ms"], res[f"{name}_p90_ms"] = percentile(over, 50), percentile(over, 90)
+        res[f"{name.replace('remote', 'overhead')}_p50_ms"] = res[f"{name}_p50_ms"] - res["in_process_p50_ms"]
+    return res
 
 
 def table(res: dict[str, Any]) -> str:
@@ -223,16 +238,21 @@ def table(res: dict[str, Any]) -> str:
     rows.append(f"ratio cached / uncached TTFT p50: {a['ratio_p50']:.2f} (goal <= 0.5)\n")
     rows.append("(b) interactive request alone vs under 8 background requests")
     rows.append("| engine, policy | TTFT alone | TTFT loaded | ratio | total alone | total loaded "
-                "| interactive preempted | preemptions |")
-    rows.append("|---|---:|---:|---:|---:|---:|---:|---:|")
+                "| interactive preempted | preemptions | pauses | background total p50 |")
+    rows.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k, m in res["priority"].items():
+        bg = m.get("background_total_p50_ms")
         rows.append(f"| {k} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
                     f"{m['alone_total_ms']:.0f} ms | {m['loaded_total_ms']:.0f} ms | {m['interactive_preemptions']} "
-                    f"| {m['preemptions_total']:.0f} |")
+                    f"| {m['preemptions_total']:.0f} | {m.get('pauses_total', 0):.0f} | "
+                    f"{'-' if bg is None else f'{bg:.0f} ms'} |")
     c = res["remote"]
     rows.append("\n(c) remote backend vs in-process (same engine settings, 4-token completions)")
     rows.append(f"in-process p50 {c['in_process_p50_ms']:.2f} ms, remote p50 {c['remote_p50_ms']:.2f} ms: "
                 f"overhead p50 {c['overhead_p50_ms']:.2f} ms over loopback (goal < 2 ms), n={c['requests']}")
+    if "remote_no_access_log_p50_ms" in c:
+        rows.append(f"server without uvicorn's access log: remote p50 {c['remote_no_access_log_p50_ms']:.2f} ms, "
+                    f"overhead p50 {c['overhead_no_access_log_p50_ms']:.2f} ms")
     return "\n".join(rows)
 
 
@@ -248,12 +268,23 @@ async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str,
     rows: dict[str, Any] = {}
     if "vllm" in engines:
         model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
-        rows.update(await bench_priority_vllm(model, args.trials))
+        rows.update(await bench_priority_vllm(model, args.trials, args.limits))
     if "llamacpp" in engines:
         rows.update(await bench_priority_llamacpp(args.trials))
     for r in rows.values():
-        r["measured"] = {"cpu": cpu_model(), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
-    res["priority"].update(rows)
+        r["measured"] = measured()
+    res["priority"] = {**rows, **{k: v for k, v in res["priority"].items() if k not in rows}}
+    return res
+
+
+def measured() -> dict[str, Any]:
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+
+
+async def run_c_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
+    """Re-measure only (c); the other results of the earlier run stay as they were."""
+    model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
+    res["remote"] = {**await bench_remote(model, args.requests), "measured": measured()}
     return res
 
 
@@ -277,10 +308,15 @@ def main() -> int:
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp in (b)")
     ap.add_argument("--only-b", default="", metavar="ENGINES",
                     help="re-run only (b) for these engines (vllm,llamacpp), keeping the other results of --out")
+    ap.add_argument("--limits", default="", help="with --only-b vllm: only these configurations "
+                    "(vllm, vllm 4 seqs, vllm small KV; comma-separated)")
+    ap.add_argument("--only-c", action="store_true", help="re-run only (c), keeping the other results of --out")
     ap.add_argument("--out", default=str(RESULTS / "engine_bench.json"))
     args = ap.parse_args()
     if args.only_b:
         res = asyncio.run(run_b_only(args, json.loads(Path(args.out).read_text())))
+    elif args.only_c:
+        res = asyncio.run(run_c_only(args, json.loads(Path(args.out).read_text())))
     else:
         res = asyncio.run(run(args))
     text = table(res)

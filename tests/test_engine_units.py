@@ -9,7 +9,14 @@ from sparkls.engine.base import GenerationStats, Priority
 from sparkls.engine.metrics import percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
-from sparkls.engine.vllm import CPU_KV_CACHE_MB, VllmOptions, engine_args, stop_prefix_len, stop_start
+from sparkls.engine.vllm import (
+    CPU_KV_CACHE_MB,
+    VllmOptions,
+    cpu_has_bf16,
+    engine_args,
+    stop_prefix_len,
+    stop_start,
+)
 from sparkls.settings import Settings, resolve
 
 
@@ -83,6 +90,16 @@ def test_vllm_engine_args_follow_the_options():
     gpu = engine_args(VllmOptions(model="m"))
     assert "kv_cache_memory_bytes" not in gpu and "speculative_config" not in gpu
     assert gpu["scheduling_policy"] == "priority"
+    assert "dtype" not in gpu and "dtype" not in args  # the checkpoint's dtype (bf16) where bf16 is native
+    assert engine_args(VllmOptions(model="m"), on_cpu=True, cpu_bf16=False)["dtype"] == "float32"
+    assert engine_args(VllmOptions(model="m", dtype="bfloat16"), on_cpu=True, cpu_bf16=False)["dtype"] == "bfloat16"
+
+
+def test_native_bf16_is_read_from_the_cpu_flags():
+    assert cpu_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
+    assert cpu_has_bf16("flags\t\t: avx2 amx_bf16 amx_tile\n")
+    assert not cpu_has_bf16("flags\t\t: fpu sse avx2 fma f16c\n")
+    assert not cpu_has_bf16("")
 
 
 def test_the_api_key_is_not_shown_in_settings_or_their_error_messages():

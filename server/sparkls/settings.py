@@ -70,7 +70,8 @@ class Settings:
         "common token prefix; vLLM: automatic prefix caching)."))
     priority_scheduling: bool = field(default=True, metadata=_opt(
         "priorityScheduling", "Interactive requests run before code actions and background work, and preempt "
-        "them (llama.cpp: pause and resume; vLLM: its priority scheduler; `openai`: sends `priority`)."))
+        "them (llama.cpp: pause and resume; vLLM: its priority scheduler, and pause and resume with "
+        "`vllmPauseLower`; `openai`: sends `priority`)."))
     vllm_block_size: int = field(default=0, metadata=_opt(
         "vllmBlockSize", "vLLM KV block size in tokens (prefix caching reuses whole blocks); 0: vLLM's "
         "default (16 on GPU, 128 on CPU).", lo=0, hi=1024))
