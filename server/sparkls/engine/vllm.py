@@ -6,11 +6,11 @@ preempts them when KV blocks run out. vLLM never preempts for a sequence slot, s
 background work together hold at most all but `reserved_seqs` of them. Beyond vLLM's own order,
 sparkls pauses less urgent generations while a more urgent request is in flight (`pause_lower`):
 they are aborted in vLLM and later resumed from their prompt plus the tokens generated so far, which
-prefix caching serves from the KV cache, so a keystroke neither waits behind nor shares its batch
-steps with background decodes and prefills; the consumer of a paused stream sees a slower stream
-of the same text (a stop string that spans the pause is still found). Outputs stream as deltas. When
-the consumer stops or is cancelled, the vLLM request is aborted (`AsyncLLM.abort`) before the
-exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
+prefix caching serves from the KV cache, so after the batch step in flight a keystroke neither waits
+behind nor shares its steps with background decodes and prefills; the consumer of a paused stream sees
+a slower stream of the same text (a stop string that spans the pause is still found). Outputs stream
+as deltas. When the consumer stops or is cancelled, the vLLM request is aborted (`AsyncLLM.abort`)
+before the exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
 
 Construction blocks for tens of seconds (engine-core process start, weights, warm-up), so it
 runs in a thread started by the constructor, never on `initialize`; `ready()` awaits it. `vllm`
