@@ -11,6 +11,7 @@ from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
 from sparkls.engine.vllm import (
     CPU_KV_CACHE_MB,
+    StopSeam,
     VllmOptions,
     cpu_has_bf16,
     engine_args,
@@ -175,3 +176,17 @@ def test_a_paused_stream_keeps_back_what_may_begin_a_stop_string():
     assert stop_start("<|end" + "oftext|>", stops) == 0
     assert stop_start("y = 2\n\n<|endoftext|>", stops) == 5
     assert stop_start("y = 2", stops) is None
+
+
+def test_a_stop_string_across_a_pause_is_found_even_when_its_parts_arrive_apart():
+    seam = StopSeam(("\n\n",))
+    assert seam.feed("x = 1", seam=False) == ("x = 1", False)  # one vLLM request: vLLM finds stops itself
+    assert seam.feed("\ny = 2\n", seam=True) == ("\ny = 2", False)  # the pause: "\n" may begin a stop
+    assert seam.feed("", seam=True) == ("", False)  # the resumed request has said nothing yet
+    assert seam.feed("\nz = 3", seam=True) == ("", True)  # "\n" + "\n": stop where it began
+    other = StopSeam(("\n\n",))
+    other.feed("a\n", seam=True)
+    assert other.feed("b", seam=True) == ("\nb", False)  # not a stop: the kept-back text goes on
+    other.feed("c\n", seam=True)
+    assert other.flush() == "\n" and other.flush() == ""
+    assert StopSeam(()).feed("a\n", seam=True) == ("a\n", False)

@@ -122,6 +122,33 @@ def stop_prefix_len(text: str, stops: tuple[str, ...]) -> int:
 
 
 @dataclass
+class StopSeam:
+    """Stop strings across the vLLM requests of one paused request (pure). vLLM finds a stop string only
+    within one vLLM request, so where text of two may meet (at a pause, and after a resume) the end that
+    may begin a stop string is kept back until the next text shows whether it does."""
+
+    stops: tuple[str, ...]
+    held: str = ""
+
+    def feed(self, text: str, seam: bool) -> tuple[str, bool]:
+        """(text to pass on, whether a stop string began in it) for new `text`; `seam`: it may meet text
+        of another vLLM request."""
+        text, self.held = self.held + text, ""
+        if not seam or not self.stops:
+            return text, False
+        cut = stop_start(text, self.stops)
+        if cut is not None:
+            return text[:cut], True
+        keep = stop_prefix_len(text, self.stops)
+        self.held = text[len(text) - keep:]
+        return text[:len(text) - keep], False
+
+    def flush(self) -> str:
+        held, self.held = self.held, ""
+        return held
+
+
+@dataclass
 class _Run:
     """A request in flight: whether it is in vLLM now, and whether it was asked to pause or stop."""
 
@@ -271,12 +298,17 @@ class VllmEngine:
         vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
         run = self._running[request.id] = _Run(int(request.priority))
         generated: list[int] = []
-        held = ""  # text kept back at a pause: the resumed part may complete a stop string with it
+        seam = StopSeam(request.stop)
         first: Any = None  # the first vLLM request's last output (its prefix-cache hits and TTFT)
         sent = time.perf_counter()
         t_first = 0.0
         reason = "abort"
         vllm_preemptions = 0
+
+        def record(reason: str) -> GenerationStats:
+            return self._record(request, len(ids), first, t0, sent, t_first, len(generated), reason,
+                                vllm_preemptions + run.pauses)
+
         try:
             while not run.aborted:
                 if self._pausing() and self._outranked(run.priority):
@@ -298,13 +330,7 @@ class VllmEngine:
                             first = out
                         completion = out.outputs[0]
                         generated += completion.token_ids
-                        text, held = held + completion.text, ""
-                        cut = stop_start(text, request.stop) if run.pauses else None
-                        if cut is not None:  # a stop string across the pause: vLLM saw only its second part
-                            text, stopped = text[:cut], True
-                        elif out.finished and run.paused:
-                            keep = stop_prefix_len(text, request.stop)
-                            text, held = text[:len(text) - keep], text[len(text) - keep:]
+                        text, stopped = seam.feed(completion.text, bool(run.pauses) or (out.finished and run.paused))
                         if text:
                             if not t_first:
                                 t_first = time.perf_counter()
@@ -315,7 +341,8 @@ class VllmEngine:
                             await llm.abort(request.id)
                 finally:
                     run.live = False
-                    await gen.aclose()  # vLLM aborts a request whose stream is closed unfinished
+                    # Cancelled or closed unfinished: vLLM aborts the request here, before the exception goes on.
+                    await gen.aclose()
                 vllm_preemptions += int(getattr(getattr(last, "metrics", None), "num_preemptions", 0) or 0)
                 finish = last.outputs[0].finish_reason if last is not None else None
                 if stopped or finish in ("stop", "length"):
@@ -329,21 +356,16 @@ class VllmEngine:
                     reason = "length"
                     break
         except (asyncio.CancelledError, GeneratorExit):
-            if run.live:
-                await llm.abort(request.id)  # free the engine before the cancellation propagates
-            self._record(request, len(ids), first, t0, sent, t_first, len(generated), "abort",
-                         vllm_preemptions + run.pauses)
+            record("abort")
             raise
         except Exception as e:  # a rejected request or a dead engine: one clear error for the caller
-            self._record(request, len(ids), first, t0, sent, t_first, len(generated), "error",
-                         vllm_preemptions + run.pauses)
+            record("error")
             raise EngineError(f"vLLM: {type(e).__name__}: {e}") from e
         finally:
             self._running.pop(request.id, None)
-        if held:
+        if held := seam.flush():
             yield Delta(held)
-        yield Finished(self._record(request, len(ids), first, t0, sent, t_first, len(generated), reason,
-                                    vllm_preemptions + run.pauses))
+        yield Finished(record(reason))
 
     def _record(self, req: GenerationRequest, prompt_tokens: int, out: Any, t0: float, sent: float, t_first: float,
                 n: int, reason: str, preemptions: int) -> GenerationStats:
