@@ -9,14 +9,12 @@ from sparkls.engine.base import GenerationStats, Priority
 from sparkls.engine.metrics import percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
+from sparkls.engine.stops import StopSeam, stop_prefix_len, stop_start
 from sparkls.engine.vllm import (
     CPU_KV_CACHE_MB,
-    StopSeam,
     VllmOptions,
     cpu_has_bf16,
     engine_args,
-    stop_prefix_len,
-    stop_start,
 )
 from sparkls.settings import Settings, resolve
 
