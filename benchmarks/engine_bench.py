@@ -75,16 +75,19 @@ def vllm_engine(model: Path, **options: Any) -> Any:
 
 # -- (a) typing replay, prefix caching on and off ---------------------------------------------------
 def typing_prompts(n_files: int, keys: int) -> list[list[str]]:
-    """Per file: the prompt of each keystroke, as the server builds it (stable layout, Qwen FIM)."""
+    """Per file: the prompt of each keystroke, as the server builds it with its default settings (the anchored
+    layout, each keystroke's context built on the last one's frame; Qwen FIM; no workspace context)."""
     s = Settings()
     budget = context.Budget(s.prefix_tokens, s.suffix_tokens, s.preamble_tokens)
     out = []
     for t in pick_targets(n_files, max_chars=keys):
         prompts = []
+        frame = None
         for i in range(len(t.typed) + 1):
             text = t.text[: t.cursor] + t.typed[:i] + t.text[t.cursor :]
             doc = Document.open(t.path.as_uri(), t.language, 1, text)
-            ctx = context.build(doc, t.cursor + i, budget, "stable")
+            ctx = context.build(doc, t.cursor + i, budget, s.prompt_layout, frame)
+            frame = ctx.frame
             prompts.append(prompt.render(ctx, prompt.TEMPLATES["qwen"], path=t.path.name).text)
         out.append(prompts)
     return out

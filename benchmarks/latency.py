@@ -5,26 +5,43 @@ indentation kept), the file is opened, the cursor is placed (one cold request, r
 and the line is typed back one character at a time: a didChange and an inlineCompletion request
 per keystroke, with $/cancelRequest for the previous request still pending, as editors do.
 
-Two configurations run side by side in one run, on the same engine and model:
-- sparkls: stable prompt layout, KV-cache reuse, cancellation, typed-ahead cache;
-- naive: a window centred on the cursor, no KV reuse, no cancellation, no typed-ahead cache.
+The same typing is replayed against each configuration in turn, one server at a time (same engine,
+model and threads), never concurrently:
+- anchored: the new defaults; the suffix goes before the typed text, so a keystroke appends a token or two;
+- prefix: the previous layout (`promptLayout: prefix`, `suffixTokens: 24`): the typed text ends the
+  prefix, so each keystroke re-computes the suffix after it;
+- peer: what llm-ls-style servers do, a window centred on the cursor, no KV reuse, no typed-ahead
+  cache, but superseded requests are cancelled (by the server, and by the client as above);
+- naive (only with --naive; slow): peer without any cancellation; it types only the first
+  --naive-keystrokes characters of each line, because its queue grows without bound.
 
-Prints a table and writes JSON (and a PNG plot when matplotlib is installed).
-Usage: python benchmarks/latency.py [--files 8] [--naive-keystrokes 6] [--threads 1]
+The server keeps only its latest requests, so `sparkls/metrics` is read after each file's cold request
+and after its typing, and merged by request id. Engine figures (new prompt tokens, TTFT, KV reuse,
+decode speed) come from the engine's request log, so requests later cancelled count too; what the user
+was shown comes from the responses, matched to the server's suggestions by document and version.
+
+Prints a table (one column per configuration, sample sizes beside the figures) and the ratios between
+configurations, and writes JSON with the CPU, date and command (and a PNG plot when matplotlib is installed).
+Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
 import json
+import math
 import os
 import platform
 import random
+import shlex
+import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +52,26 @@ from sparkls.lsp.client import Client
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 EXT_LANG = {".py": "python", ".ts": "typescript", ".go": "go", ".rs": "rust"}
+REQUEST_CANCELLED = -32800  # the JSON-RPC error code of a cancelled or superseded request
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    options: dict[str, Any]  # initializationOptions on top of the engine's
+    cancel: bool  # the client sends $/cancelRequest for the previous pending request on each keystroke
+    keystrokes: int | None = None  # type only this many characters of each line (None: all)
+
+
+def configs(naive_keystrokes: int) -> dict[str, Config]:
+    return {c.name: c for c in (
+        Config("anchored", {"promptLayout": "anchored"}, cancel=True),
+        Config("prefix", {"promptLayout": "prefix", "suffixTokens": 24}, cancel=True),
+        Config("peer", {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": True},
+               cancel=True),
+        Config("naive", {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": False},
+               cancel=False, keystrokes=naive_keystrokes),
+    )}
 
 
 @dataclass
@@ -44,18 +81,6 @@ class Target:
     text: str  # the file with the target line's code removed
     cursor: int  # where typing starts
     typed: str  # what the user types
-
-
-@dataclass
-class Run:
-    name: str
-    latencies_ms: list[float] = field(default_factory=list)  # keystroke -> suggestion shown (completed)
-    cold_ms: list[float] = field(default_factory=list)
-    cancelled: int = 0
-    sent: int = 0
-    suggestions: list[Any] = field(default_factory=list)
-    engine: list[Any] = field(default_factory=list)
-    wall_s: float = 0.0
 
 
 def pick_targets(n_files: int, seed: int = 0, max_chars: int = 40) -> list[Target]:
@@ -110,96 +135,293 @@ def schedule(typed: str, char_ms: float, word_pause_ms: float) -> list[float]:
     return out
 
 
-async def replay(name: str, options: dict[str, Any], targets: list[Target], cancel: bool,
-                 keystrokes: int | None, char_ms: float, word_pause_ms: float) -> Run:
-    run = Run(name)
-    client = Client(Path(tempfile.gettempdir()) / f"sparkls-bench-{name}.log")
-    await client.start(options)
+@dataclass
+class Keystroke:
+    uri: str
+    version: int  # the document version the request was sent for
+    outcome: str = "pending"  # completed | cancelled | error
+    latency_ms: float | None = None  # keystroke -> response, completed requests only
+    shown: bool = False  # the response held a non-empty item
+
+
+@dataclass
+class Run:
+    config: Config
+    options: dict[str, Any]
+    keystrokes: list[Keystroke] = field(default_factory=list)
+    cold_ms: list[float] = field(default_factory=list)
+    cold_ids: set[str] = field(default_factory=set)  # request ids of each file's first request
+    suggestions: dict[str, dict[str, Any]] = field(default_factory=dict)  # by request id
+    engine: dict[str, dict[str, Any]] = field(default_factory=dict)  # engine request log, by request id
+    model: str = ""
+    setting_problems: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+def plain(x: Any) -> Any:
+    """A response as plain JSON values (pygls gives objects for methods it has no type for)."""
+    if hasattr(x, "_asdict"):
+        x = x._asdict()
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [plain(v) for v in x]
+    return x
+
+
+def has_item(result: Any) -> bool:
+    """Whether an inlineCompletion response shows something: a non-empty item."""
+    items = getattr(result, "items", result) if result is not None else []
+    return any(getattr(item, "insert_text", None) for item in items or [])
+
+
+async def collect(client: Client, run: Run) -> dict[str, Any]:
+    """Merge the server's recent suggestions and engine requests into the run; the engine's counters."""
+    m = plain(await client.request("sparkls/metrics"))
+    run.suggestions.update((s["requestId"], s) for s in m["suggestions"])
+    run.engine.update((e["requestId"], e) for e in m["engine"])
+    return m.get("engineStats") or {}
+
+
+async def settle(client: Client, run: Run, quiet_s: float, limit_s: float = 60.0) -> None:
+    """Read metrics until the engine has nothing queued and its request log stopped growing for `quiet_s`
+    (a cancelled request ends at the engine's next check, after its response was sent)."""
+    deadline = time.perf_counter() + limit_s
+    last, quiet_since = -1, time.perf_counter()
+    while time.perf_counter() < deadline:
+        stats = await collect(client, run)
+        if len(run.engine) != last or stats.get("waiting", 0):
+            last, quiet_since = len(run.engine), time.perf_counter()
+        elif time.perf_counter() - quiet_since >= quiet_s:
+            return
+        await asyncio.sleep(0.2)
+
+
+def track(fut: asyncio.Future[Any], ks: Keystroke, sent_at: float) -> None:
+    """Fill in the keystroke's outcome when its response arrives."""
+    def done(f: asyncio.Future[Any]) -> None:
+        exc = None if f.cancelled() else f.exception()
+        if f.cancelled() or getattr(exc, "code", None) == REQUEST_CANCELLED:
+            ks.outcome = "cancelled"
+        elif exc is not None:
+            ks.outcome = "error"
+        else:
+            ks.outcome, ks.shown = "completed", has_item(f.result())
+            ks.latency_ms = (time.perf_counter() - sent_at) * 1000
+    fut.add_done_callback(done)
+
+
+async def type_file(client: Client, run: Run, k: int, t: Target, char_ms: float, word_pause_ms: float) -> None:
+    """Open one file, ask once at the cursor (cold), then type the line back, a request per keystroke."""
+    uri = f"file:///bench/{k}/{t.path.name}"
+    text, version, cursor = t.text, 1, t.cursor
+    client.open(uri, text, t.language)
+    t0 = time.perf_counter()
+    await client.request("textDocument/inlineCompletion", client.inline_params(uri, text, cursor))
+    run.cold_ms.append((time.perf_counter() - t0) * 1000)
+    await collect(client, run)
+    run.cold_ids.update(rid for rid, s in run.suggestions.items() if s["uri"] == uri and s["version"] == 1)
+    typed = t.typed[: run.config.keystrokes] if run.config.keystrokes else t.typed
+    pending: dict[int, asyncio.Future[Any]] = {}  # by message id (pygls' own ids are strings)
+    for ch, delay in zip(typed, schedule(typed, char_ms, word_pause_ms), strict=True):
+        await asyncio.sleep(delay / 1000)
+        version += 1
+        client.insert(uri, version, text, cursor, ch)
+        text, cursor = text[:cursor] + ch + text[cursor:], cursor + 1
+        if run.config.cancel and pending:
+            previous = max(pending)
+            if not pending[previous].done():
+                client.cancel(previous)
+        ks = Keystroke(uri, version)
+        run.keystrokes.append(ks)
+        msg_id = len(run.keystrokes)
+        sent_at = time.perf_counter()
+        fut = asyncio.ensure_future(client.request(
+            "textDocument/inlineCompletion", client.inline_params(uri, text, cursor), msg_id=msg_id))
+        track(fut, ks, sent_at)
+        pending[msg_id] = fut
+    if pending:
+        await asyncio.wait(pending.values(), timeout=600)
+    await settle(client, run, quiet_s=1.0)
+
+
+async def replay(config: Config, base: dict[str, Any], targets: list[Target], char_ms: float,
+                 word_pause_ms: float) -> Run:
+    run = Run(config, base | config.options)
+    log_path = Path(tempfile.gettempdir()) / f"sparkls-bench-{config.name}.log"
+    client = Client(log_path)
+    await client.start(run.options)
     health = await client.wait_ready()
     if not health.ok:
         raise SystemExit(f"engine not available: {health.detail}")
+    run.model = health.model
     t_start = time.perf_counter()
     for k, t in enumerate(targets):
-        uri = f"file:///bench/{k}/{t.path.name}"
-        text, version = t.text, 1
-        client.open(uri, text, t.language)
-        t0 = time.perf_counter()
-        await client.lc.text_document_inline_completion_async(client.inline_params(uri, text, t.cursor))
-        run.cold_ms.append((time.perf_counter() - t0) * 1000)
-        pending: dict[int, tuple[asyncio.Future[Any], float]] = {}
-        done_lat: list[float] = []
-
-        def track(fut: asyncio.Future[Any], sent_at: float, done: list[float] = done_lat) -> None:
-            def cb(done_fut: asyncio.Future[Any]) -> None:
-                if done_fut.cancelled() or done_fut.exception() is not None:
-                    run.cancelled += 1
-                else:
-                    done.append((time.perf_counter() - sent_at) * 1000)
-            fut.add_done_callback(cb)
-
-        typed = t.typed[:keystrokes] if keystrokes else t.typed
-        cursor = t.cursor
-        for i, (ch, delay) in enumerate(zip(typed, schedule(typed, char_ms, word_pause_ms), strict=True)):
-            await asyncio.sleep(delay / 1000)
-            version += 1
-            client.insert(uri, version, text, cursor, ch)
-            text = text[:cursor] + ch + text[cursor:]
-            cursor += 1
-            if cancel:
-                for mid, (fut, _) in list(pending.items()):
-                    if not fut.done():
-                        client.cancel(mid)
-            msg_id = 1_000_000 * (k + 1) + i
-            fut = asyncio.ensure_future(client.request(
-                "textDocument/inlineCompletion", client.inline_params(uri, text, cursor), msg_id=msg_id))
-            sent_at = time.perf_counter()
-            track(fut, sent_at)
-            pending[msg_id] = (fut, sent_at)
-            run.sent += 1
-        await asyncio.wait([f for f, _ in pending.values()], timeout=600)
-        run.latencies_ms.extend(done_lat)
+        await type_file(client, run, k, t, char_ms, word_pause_ms)
     run.wall_s = time.perf_counter() - t_start
-    m = await client.request("sparkls/metrics")
-    run.suggestions = m.suggestions
-    run.engine = m.engine
+    await settle(client, run, quiet_s=2.0)
     await client.stop()
+    run.setting_problems = [ln.split("settings: ", 1)[1].strip() for ln in log_path.read_text().splitlines()
+                            if "settings: `" in ln]
     return run
 
 
-def pct(values: list[float], q: float) -> float:
+def pct(values: list[float], q: float) -> float | None:
     if not values:
-        return float("nan")
+        return None
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
 
 
+def dist(values: list[float]) -> dict[str, Any]:
+    return {"p50": pct(values, 0.5), "p90": pct(values, 0.9), "n": len(values)}
+
+
 def summarize(run: Run) -> dict[str, Any]:
-    model = [s for s in run.suggestions if s.source == "model"]
-    cold_ids = {s.requestId for s in model if s.version == 1}  # the first request on a freshly opened file
-    warm = [s for s in model if s.requestId not in cold_ids]
-    ttft = [s.timings.ttft_ms for s in warm]
-    overhead = [s.timings.overhead_ms for s in run.suggestions]
-    tps = [s.stats.decode_tokens / (s.stats.decode_ms / 1000) for s in model if s.stats.decode_ms > 0
-           and s.stats.decode_tokens > 2]
-    typing = [e for e in run.engine if e.requestId not in cold_ids]
-    prompt = sum(e.prompt_tokens for e in typing)
-    reused = sum(e.reused_tokens for e in typing)
-    model_lat = [s.timings.total_ms for s in warm]
+    typing = [e for rid, e in run.engine.items() if rid not in run.cold_ids]
+    started = [e for e in typing if e["prompt_tokens"] > 0]  # the rest were cancelled while queued
+    prompt = sum(e["prompt_tokens"] for e in started)
+    reused = sum(e["reused_tokens"] for e in started)
+    tps = [e["decode_tokens"] / (e["decode_ms"] / 1000) for e in run.engine.values()
+           if e["decode_tokens"] > 2 and e["decode_ms"] > 0]
+    model = [s for s in run.suggestions.values() if s["source"] == "model"]
+    source = {(s["uri"], s["version"]): s["source"] for s in run.suggestions.values()}
+    done = [k for k in run.keystrokes if k.outcome == "completed"]
+    shown = [source.get((k.uri, k.version), "unmatched") for k in done if k.shown]
+    shown_model = [k.latency_ms or 0.0 for k in done if k.shown and source.get((k.uri, k.version)) == "model"]
     return {
-        "name": run.name,
-        "requests": run.sent, "completed": len(run.latencies_ms), "cancelled": run.cancelled,
-        "typeahead_served": sum(1 for s in run.suggestions if s.source == "typeahead"),
-        "time_to_suggestion_ms": {"p50": pct(run.latencies_ms, 0.5), "p90": pct(run.latencies_ms, 0.9)},
-        "model_served_total_ms": {"p50": pct(model_lat, 0.5), "p90": pct(model_lat, 0.9), "n": len(model_lat)},
-        "cold_first_request_ms": {"p50": pct(run.cold_ms, 0.5), "max": max(run.cold_ms, default=float("nan"))},
-        "warm_ttft_ms": {"p50": pct(ttft, 0.5), "p90": pct(ttft, 0.9), "n": len(ttft)},
-        "decode_tok_s": {"p50": pct(tps, 0.5)},
-        "server_overhead_ms": {"p50": pct(overhead, 0.5), "p90": pct(overhead, 0.9)},
+        "name": run.config.name, "options": run.options, "client_cancels": run.config.cancel,
+        "keystrokes_per_line": run.config.keystrokes, "setting_problems": run.setting_problems, "model": run.model,
+        "keystrokes": len(run.keystrokes), "completed": len(done),
+        "cancelled": sum(k.outcome == "cancelled" for k in run.keystrokes),
+        "errors": sum(k.outcome == "error" for k in run.keystrokes),
+        "new_prompt_tokens_warm": dist([e["prompt_tokens"] - e["reused_tokens"] for e in started]),
+        "warm_ttft_ms": dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0]),
+        "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model]),
+        "shown_model": len(shown_model), "shown_typeahead": shown.count("typeahead"),
+        "shown_other": len(shown) - len(shown_model) - shown.count("typeahead"),
+        "time_to_suggestion_ms": dist([k.latency_ms for k in done if k.latency_ms is not None]),
+        "time_to_model_suggestion_shown_ms": dist(shown_model),
+        "cold_first_request_ms": dist(run.cold_ms) | {"max": max(run.cold_ms, default=None)},
+        "decode_tok_s": dist(tps),
         "kv_reuse_fraction_typing": reused / prompt if prompt else 0.0,
-        "engine_requests_typing": len(typing),
-        "prompt_tokens_typing": prompt,
+        "engine_requests_typing": len(typing), "engine_requests_typing_started": len(started),
+        "prompt_tokens_typing": prompt, "reused_tokens_typing": reused,
+        "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
         "wall_s": run.wall_s,
     }
+
+
+def num(v: float | None, digits: int = 0) -> str:
+    return "-" if v is None else f"{v:,.{digits}f}"
+
+
+def spread(d: dict[str, Any], digits: int = 0) -> str:
+    return f"{num(d['p50'], digits)} / {num(d['p90'], digits)} (n={d['n']})"
+
+
+def share(part: int, whole: int) -> str:
+    return f"{part} / {whole} ({part / whole:.0%})" if whole else f"{part} / 0"
+
+
+ROWS = [
+    ("new prompt tokens/warm request p50/p90", lambda r: spread(r["new_prompt_tokens_warm"])),
+    ("warm TTFT p50 / p90 (ms)", lambda r: spread(r["warm_ttft_ms"])),
+    ("server overhead p50/p90 (ms), model", lambda r: spread(r["server_overhead_ms_model"], 2)),
+    ("keystrokes showing a model suggestion", lambda r: share(r["shown_model"], r["keystrokes"])),
+    ("keystrokes showing a typed-ahead one", lambda r: share(r["shown_typeahead"], r["keystrokes"])),
+    ("time to suggestion p50 / p90 (ms)", lambda r: spread(r["time_to_suggestion_ms"])),
+    ("  where a model suggestion was shown", lambda r: spread(r["time_to_model_suggestion_shown_ms"])),
+    ("cold first request p50 (ms)", lambda r: f"{num(r['cold_first_request_ms']['p50'])} "
+                                              f"(n={r['cold_first_request_ms']['n']})"),
+    ("decode tok/s p50", lambda r: f"{num(r['decode_tok_s']['p50'], 1)} (n={r['decode_tok_s']['n']})"),
+    ("KV reuse while typing", lambda r: f"{r['kv_reuse_fraction_typing']:.1%} "
+                                        f"(n={r['engine_requests_typing_started']})"),
+    ("requests / completed / cancelled", lambda r: f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}"
+                                                   + (f" +{r['errors']} err" if r["errors"] else "")),
+    ("typed-ahead served", lambda r: str(r["typeahead_served"])),
+    ("wall time (s)", lambda r: num(r["wall_s"])),
+]
+
+
+def p50_ratio(by_name: dict[str, dict[str, Any]], a: str, b: str, key: str) -> float | None:
+    if a not in by_name or b not in by_name:
+        return None
+    x, y = by_name[a][key]["p50"], by_name[b][key]["p50"]
+    return x / y if x is not None and y else None
+
+
+def ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
+    by = {r["name"]: r for r in results}
+    out = {
+        "warm_ttft_p50_anchored_over_prefix": p50_ratio(by, "anchored", "prefix", "warm_ttft_ms"),
+        "time_to_suggestion_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "time_to_suggestion_ms"),
+        "warm_ttft_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "warm_ttft_ms"),
+        "time_to_suggestion_p50_naive_over_anchored": p50_ratio(by, "naive", "anchored", "time_to_suggestion_ms"),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) -> None:
+    width = max(24, *(len(get(r)) + 2 for _, get in ROWS for r in results))
+    print(f"\n{'metric':<40}" + "".join(f"{r['name']:>{width}}" for r in results))
+    for label, get in ROWS:
+        print(f"{label:<40}" + "".join(f"{get(r):>{width}}" for r in results))
+    for r in results:
+        for problem in r["setting_problems"]:
+            print(f"note: {r['name']}: the server rejected a setting: {problem}")
+        if r["shown_other"]:
+            print(f"note: {r['name']}: {r['shown_other']} shown answers not matched to a model or typed-ahead "
+                  "suggestion")
+    print()
+    if any(r["setting_problems"] for r in results):
+        print("the server fell back to defaults for some settings (see the notes): ratios may not mean what they say")
+    if (v := rat.get("warm_ttft_p50_anchored_over_prefix")) is not None:
+        print(f"warm TTFT p50 anchored / prefix: {v:.2f} (goal <= 0.5: {'met' if v <= 0.5 else 'not met'})")
+    for key, label in (("time_to_suggestion_p50_peer_over_anchored", "peer / anchored time to suggestion p50"),
+                       ("warm_ttft_p50_peer_over_anchored", "peer / anchored warm TTFT p50"),
+                       ("time_to_suggestion_p50_naive_over_anchored", "naive / anchored time to suggestion p50")):
+        if (v := rat.get(key)) is not None:
+            print(f"{label}: {v:.1f}x")
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    try:
+        llama = importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        llama = None
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "arch": platform.machine(),
+            "date": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": shlex.join([Path(sys.executable).name, *sys.argv]), "argv": sys.argv,
+            "python": platform.python_version(), "llama_cpp_python": llama}
+
+
+def plot(runs: list[Run], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(runs), 3.2))
+    data = [[k.latency_ms for k in r.keystrokes if k.latency_ms is not None] or [math.nan] for r in runs]
+    ax.boxplot(data)
+    ax.set_xticks(range(1, len(runs) + 1), [r.config.name for r in runs])
+    ax.set_yscale("log")
+    ax.set_ylabel("keystroke -> suggestion (ms)")
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"wrote {path}")
 
 
 def main() -> int:
@@ -208,75 +430,40 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=0, help="engine threads (0: max(1, cores-1))")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
     ap.add_argument("--word-pause-ms", type=float, default=400.0, help="extra pause after a word")
+    ap.add_argument("--configs", default="anchored,prefix,peer", help="configurations to run, in this order")
+    ap.add_argument("--naive", action="store_true", help="also run the uncancelled naive baseline (slow)")
     ap.add_argument("--naive-keystrokes", type=int, default=6, help="keystrokes per line for the naive run")
-    ap.add_argument("--skip-naive", action="store_true")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latency.json"))
     args = ap.parse_args()
+    known = configs(args.naive_keystrokes)
+    names = [n for n in args.configs.split(",") if n] + (["naive"] if args.naive else [])
+    names = list(dict.fromkeys(names))
+    if unknown := [n for n in names if n not in known]:
+        ap.error(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(known)}")
     if not CORPUS.is_dir():
         print(f"no corpus at {CORPUS}", file=sys.stderr)
         return 2
     targets = pick_targets(args.files)
-    print(f"{len(targets)} files, {sum(len(t.typed) for t in targets)} keystrokes; "
-          f"machine: {platform.machine()} {os.cpu_count()} cores; threads={args.threads or 'default'}")
+    meta = machine() | {"files": [t.path.name for t in targets], "keystrokes": sum(len(t.typed) for t in targets),
+                        "args": vars(args)}
+    print(f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "
+          f"threads={args.threads or 'default'}; configurations: {', '.join(names)} (one after another)")
     base = {"engine": "llamacpp", "threads": args.threads}
-    ours = asyncio.run(replay("sparkls", base, targets, True, None, args.char_ms, args.word_pause_ms))
-    results = [summarize(ours)]
-    if not args.skip_naive:
-        naive_opts = base | {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": False}
-        naive = asyncio.run(replay("naive", naive_opts, targets, False, args.naive_keystrokes, args.char_ms,
-                                   args.word_pause_ms))
-        results.append(summarize(naive))
-    rows = [
-        ("time to suggestion p50 (ms)", lambda r: r["time_to_suggestion_ms"]["p50"]),
-        ("time to suggestion p90 (ms)", lambda r: r["time_to_suggestion_ms"]["p90"]),
-        ("model-served, server total p50 (ms)", lambda r: r["model_served_total_ms"]["p50"]),
-        ("model-served, server total p90 (ms)", lambda r: r["model_served_total_ms"]["p90"]),
-        ("warm TTFT p50 (ms)", lambda r: r["warm_ttft_ms"]["p50"]),
-        ("warm TTFT p90 (ms)", lambda r: r["warm_ttft_ms"]["p90"]),
-        ("cold first request p50 (ms)", lambda r: r["cold_first_request_ms"]["p50"]),
-        ("decode tok/s p50", lambda r: r["decode_tok_s"]["p50"]),
-        ("server overhead p50 (ms)", lambda r: r["server_overhead_ms"]["p50"]),
-        ("server overhead p90 (ms)", lambda r: r["server_overhead_ms"]["p90"]),
-        ("KV reuse while typing", lambda r: r["kv_reuse_fraction_typing"]),
-        ("engine requests while typing", lambda r: r["engine_requests_typing"]),
-        ("requests / completed / cancelled", lambda r: f"{r['requests']}/{r['completed']}/{r['cancelled']}"),
-        ("served by typed-ahead cache", lambda r: r["typeahead_served"]),
-    ]
-    print(f"\n{'metric':<38}" + "".join(f"{r['name']:>16}" for r in results))
-    for label, get in rows:
-        cells = []
-        for r in results:
-            v = get(r)
-            cells.append(f"{v:>16.3f}" if isinstance(v, float) and v < 1.5 else
-                         f"{v:>16.1f}" if isinstance(v, float) else f"{v!s:>16}")
-        print(f"{label:<38}" + "".join(cells))
-    if len(results) == 2:
-        ratio = results[1]["time_to_suggestion_ms"]["p50"] / results[0]["time_to_suggestion_ms"]["p50"]
-        print(f"\nnaive / sparkls p50 time to suggestion: {ratio:.1f}x")
-        results.append({"ratio_p50_time_to_suggestion": ratio})
+    runs = []
+    for name in names:
+        print(f"running {name} ...", flush=True)
+        runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms)))
+    results = [summarize(r) for r in runs]
+    rat = ratios(results)
+    print_report(results, rat)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": f"{platform.machine()} {os.cpu_count()} cores", "python": platform.python_version(),
-            "files": [str(t.path.name) for t in targets], "args": vars(args)}
-    engine_log = {r.name: [e._asdict() for e in r.engine] for r in ([ours] if args.skip_naive else [ours, naive])}
-    out.write_text(json.dumps({"meta": meta, "results": results, "engine_requests": engine_log}, indent=2,
-                              default=str))
+    raw = {r.config.name: {"engine_requests": list(r.engine.values()), "suggestions": list(r.suggestions.values()),
+                           "keystrokes": [asdict(k) for k in r.keystrokes], "cold_ids": sorted(r.cold_ids)}
+           for r in runs}
+    out.write_text(json.dumps({"meta": meta, "results": results, "ratios": rat, "raw": raw}, indent=2, default=str))
     print(f"wrote {out}")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fig, ax = plt.subplots(figsize=(6, 3))
-        ax.boxplot([ours.latencies_ms] + ([naive.latencies_ms] if not args.skip_naive else []),
-                   labels=["sparkls", "naive"][: 1 if args.skip_naive else 2])
-        ax.set_yscale("log")
-        ax.set_ylabel("keystroke -> suggestion (ms)")
-        fig.tight_layout()
-        fig.savefig(out.with_suffix(".png"))
-    except ImportError:
-        pass
+    plot(runs, out.with_suffix(".png"))
     return 0
 
 

@@ -25,9 +25,9 @@ def main() -> None:
 '''
 
 
-def build(text, language="python", budget=None):
+def build(text, language="python", budget=None, layout="anchored"):
     doc, cursor = doc_at(text, language)
-    return context.build(doc, cursor, budget)
+    return context.build(doc, cursor, budget, layout)
 
 
 def test_a_blank_indented_line_in_a_body_is_multi_line_and_ends_at_its_dedent():
@@ -35,7 +35,8 @@ def test_a_blank_indented_line_in_a_body_is_multi_line_and_ends_at_its_dedent():
     assert ctx.mode == "multi"
     assert ctx.min_indent == 8
     assert ctx.heal == "        "
-    assert ctx.prefix.endswith("def get(self) -> Any:\n")
+    assert ctx.middle == "    def get(self) -> Any:\n"  # the line above the cursor's, then the cursor's less its indent
+    assert ctx.prefix.endswith("self.v = v\n\n")
 
 
 def test_text_after_the_cursor_on_the_line_makes_it_single_line():
@@ -76,7 +77,7 @@ def test_brace_languages_end_the_scope_with_braces():
 
 def test_the_preamble_holds_imports_and_signatures_before_the_prefix_window():
     budget = Budget(prefix_tokens=40, suffix_tokens=1, preamble_tokens=200)
-    ctx = build(PY, budget=budget)
+    ctx = build(PY, budget=budget, layout="prefix")
     assert ctx.anchor > 0
     assert "import os" in ctx.preamble
     assert "def helper(a: int, b: int) -> int: ..." in ctx.preamble
@@ -85,28 +86,28 @@ def test_the_preamble_holds_imports_and_signatures_before_the_prefix_window():
 
 
 def test_the_suffix_is_short_and_made_of_whole_lines():
-    ctx = build(PY, budget=Budget(suffix_tokens=8))
+    ctx = build(PY, budget=Budget(suffix_tokens=8), layout="prefix")
     assert len(ctx.suffix) <= 24 and ctx.suffix.endswith("\n")
 
 
-def test_the_anchor_stays_put_while_the_user_types_forward():
+def test_the_prefix_layout_window_start_stays_put_while_the_user_types_forward():
     body = "\n".join(f"def f{i}(x):\n    return x * {i}\n" for i in range(60))
     text = body + "\ndef g(y):\n    "
     doc, cursor = doc_at(text + "<|>")
     budget = Budget(prefix_tokens=100)
-    first = context.build(doc, cursor, budget).anchor
+    first = context.build(doc, cursor, budget, "prefix").anchor
     anchors = set()
     typed = "total = y + 1"
     for i in range(1, len(typed) + 1):
         d2, c2 = doc_at(text + typed[:i] + "<|>")
-        anchors.add(context.build(d2, c2, budget).anchor)
+        anchors.add(context.build(d2, c2, budget, "prefix").anchor)
     assert anchors == {first}
     assert first > 0 and doc.text[first:].startswith("def ")
 
 
 def test_plain_text_files_get_a_context_without_a_tree():
     ctx = build("first line\nsecond <|>line\n", "plaintext")
-    assert ctx.prefix == "first line\nsecond " and ctx.preamble == ""
+    assert ctx.prefix + ctx.middle == "first line\nsecond " and ctx.preamble == "" and ctx.suffix == "line\n"
 
 
 def test_typing_a_call_on_the_cursor_line_does_not_change_the_preamble():
@@ -115,6 +116,7 @@ def test_typing_a_call_on_the_cursor_line_does_not_change_the_preamble():
     budget = Budget(prefix_tokens=30, preamble_tokens=60)  # too small for every signature
     d1, c1 = doc_at(head + tail + "<|>\n")
     d2, c2 = doc_at(head + tail + "util_39(<|>\n")
+    assert context.build(d1, c1, budget, "prefix").preamble == context.build(d2, c2, budget, "prefix").preamble
     assert context.build(d1, c1, budget).preamble == context.build(d2, c2, budget).preamble
 
 
@@ -124,3 +126,115 @@ def test_the_preamble_does_not_change_as_the_suffix_window_slides_over_a_definit
     d1, c1 = doc_at(head + "def main():\n    x = <|>\n\ndef after():\n    pass\n")
     d2, c2 = doc_at(head + "def main():\n    x = os.path.join(<|>\n\ndef after():\n    pass\n")
     assert context.build(d1, c1, budget).preamble == context.build(d2, c2, budget).preamble
+
+
+# -- the anchored layout: a frame kept while the user types ---------------------------------------------
+
+def type_along(text: str, typed: str, budget: Budget | None = None, language: str = "python"):
+    """Contexts for each keystroke of `typed` at the cursor of `text`, each built on the last one's frame."""
+    doc, cursor = doc_at(text, language)
+    ctxs = [context.build(doc, cursor, budget)]
+    for ch in typed:
+        if ch == "\b":
+            doc = doc.edit(cursor - 1, cursor, "", doc.version + 1)
+            cursor -= 1
+        else:
+            doc = doc.edit(cursor, cursor, ch, doc.version + 1)
+            cursor += 1
+        ctxs.append(context.build(doc, cursor, budget, "anchored", ctxs[-1].frame))
+    return ctxs
+
+
+def test_typing_keeps_the_frame_and_only_the_middle_grows():
+    ctxs = type_along("def f(xs):\n    total = 0\n    <|>\n    return total\n", "for x in xs")
+    assert all(c.frame is ctxs[0].frame for c in ctxs)
+    assert ctxs[-1].middle == "    total = 0\n    for x in xs"
+    assert ctxs[-1].suffix == ctxs[0].suffix == "\n    return total\n"
+
+
+def test_the_frame_stays_across_enter_and_while_deleting_back_to_the_anchor():
+    ctxs = type_along("def f(xs):\n    total = 0\n    <|>\n    return total\n", "x = 1\n    y\b\b\b\b\b\b")
+    assert all(c.frame is ctxs[0].frame for c in ctxs)
+    assert ctxs[6].middle == "    total = 0\n    x = 1\n"  # after Enter + indentation (healed)
+
+
+def test_the_anchor_moves_when_the_cursor_leaves_the_typed_span():
+    doc, cursor = doc_at("a = 1\nb = 2\nc = 3\nd = <|>4\n")
+    first = context.build(doc, cursor)
+    up = doc.text.index("3")  # the cursor moves up a line
+    moved = context.build(doc, up, None, "anchored", first.frame)
+    assert moved.frame is not first.frame and moved.suffix.startswith("3\nd = 4")
+    assert moved.middle == "b = 2\nc = "
+
+
+def test_the_anchor_moves_when_the_typed_span_outgrows_its_budget():
+    budget = Budget(typed_tokens=10)  # 30 characters
+    ctxs = type_along("def f():\n    <|>\n", "x = 1\n    y = 2\n    z = 3\n    w = 4\n", budget)
+    frames = []
+    for c in ctxs:
+        if c.frame not in frames:
+            frames.append(c.frame)
+        assert len(ctxs[0].middle) <= 30 or c.frame is not ctxs[0].frame
+    assert len(frames) == 2
+    assert all(len(c.middle) <= 30 for c in ctxs)
+
+
+def test_an_edit_before_the_anchor_makes_a_new_frame():
+    doc, cursor = doc_at("import os\n\ndef f():\n    x<|>\n")
+    first = context.build(doc, cursor)
+    doc2 = doc.edit(0, 0, "import re\n", 2)
+    again = context.build(doc2, cursor + len("import re\n"), None, "anchored", first.frame)
+    assert again.frame is not first.frame and again.prefix.startswith("import re\n")
+
+
+def test_the_fresh_anchor_is_the_start_of_the_line_above_the_cursor():
+    ctx = build("def f(x):\n    y = x\n    return y<|>\n")
+    assert ctx.middle == "    y = x\n    return y" and ctx.prefix == "def f(x):\n"
+
+
+def test_the_suffix_starts_with_the_rest_of_the_cursor_line():
+    ctx = build("x = foo(<|>a, b)\nprint(x)\n")
+    assert ctx.suffix == "a, b)\nprint(x)\n" and ctx.middle == "x = foo("
+
+
+def test_a_missing_closing_brace_is_counted_in_brace_languages():
+    assert build("func f() {\n\tif x {\n\t\ty()\n\t<|>\n}\n", "go").closers_needed == 1
+    assert build("func f() {\n\t<|>\n}\n", "go").closers_needed == 0
+    assert build("def f():\n    <|>\n").closers_needed == 0
+
+
+# -- the end of a line: finish it, or the next line(s) -------------------------------------------------
+
+def test_a_line_finished_with_a_closing_character_asks_for_the_next_line():
+    ctx = build("def f(x):\n    y = g(x)<|>\n    return y\n")
+    assert ctx.newline and ctx.mode == "single" and ctx.middle.endswith("y = g(x)\n")
+
+
+def test_a_block_opener_at_the_end_of_a_line_asks_for_the_block_on_new_lines():
+    ctx = build("def f(x):\n    if x > 0:<|>\n    return 0\n")
+    assert ctx.newline and ctx.mode == "multi" and ctx.min_indent == 5
+    ctx = build("function f(x) {<|>\n}\n", "javascript")
+    assert ctx.newline and ctx.mode == "multi"
+
+
+def test_a_finished_line_ending_in_a_word_lets_the_model_decide():
+    ctx = build("def f(x):\n    y = x * tot<|>\n    return y\n")
+    assert ctx.line_done and not ctx.newline and ctx.mode == "single"
+
+
+def test_an_unfinished_line_is_not_done():
+    for text in ("def f(x):\n    return x +<|>\n", "x = foo(a,<|>\n", "if x<|>\n", "y = [1, 2<|>\n"):
+        ctx = build(text)
+        assert not ctx.line_done and not ctx.newline, text
+
+
+def test_the_end_of_a_line_inside_a_string_is_not_a_new_line():
+    ctx = build('s = """first line<|>\nsecond"""\n')
+    assert not ctx.newline and not ctx.line_done
+
+
+def test_typing_past_a_finished_line_keeps_the_frame():
+    ctxs = type_along("def f(xs):\n    <|>\n    return 0\n", "y = g(xs)\n    ")
+    assert all(c.frame is ctxs[0].frame for c in ctxs)
+    assert ctxs[9].newline and ctxs[9].middle.endswith("y = g(xs)\n")  # after ")": the next line is asked for
+    assert ctxs[10].middle == ctxs[9].middle  # Enter: the same prompt, the KV cache already has it

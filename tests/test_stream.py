@@ -38,6 +38,36 @@ def test_brace_languages_stop_before_a_closing_brace_the_suffix_already_has():
     assert got == "x := 1\n\treturn x"
 
 
+def test_a_closing_brace_the_document_lacks_is_offered_and_ends_the_suggestion():
+    got = run("func f(x int) int {\n\tif x > 0 {\n\t\treturn 1\n<|>\n\treturn 0\n}\n", "\t}\n\treturn 0\n}\n", "go")
+    assert got == "\t}"
+
+
+def test_at_the_end_of_a_finished_statement_the_next_line_is_offered():
+    got = run("def f(x):\n    y = x * 2<|>\n    return y\n", "\n    z = y + 1\n    return z\n")
+    assert got == "\n    z = y + 1"
+
+
+def test_a_newline_answer_in_the_middle_of_a_line_stops_generation_at_once():
+    doc, cursor = doc_at("x = foo(a<|>, b)\n")
+    policy = StopPolicy(context.build(doc, cursor))
+    assert policy.feed("\n") == 0
+
+
+def test_an_unfinished_line_is_finished_on_the_same_line():
+    assert run("def f(x):\n    return x +<|>\n", " 1\n    print(x)\n") == " 1"
+
+
+def test_after_a_block_opener_the_block_follows_on_new_lines():
+    got = run("def f(x):\n    if x > 0:<|>\n    return 0\n", "\n        return x\n    return 0\n")
+    assert got == "\n        return x"
+
+
+def test_after_an_opening_brace_the_block_follows_on_new_lines():
+    got = run("function f(x) {<|>\n}\n", "\n  return x + 1;\n}\n", "javascript")
+    assert got == "\n  return x + 1;"
+
+
 def test_two_blank_lines_end_a_suggestion():
     assert run("x = 1\n<|>", "y = 2\n\n\nprint('unrelated')\n") == "y = 2"
 
@@ -58,3 +88,12 @@ def test_healed_indentation_is_removed_from_the_model_output():
     assert unheal("        return 1", "        ") == "return 1"
     assert unheal("    ", "        ") is None
     assert unheal("    return 1", "        ") == "return 1"
+
+
+def test_a_block_that_closes_its_own_brace_keeps_it_even_when_the_suffix_starts_with_one():
+    got = run("function f(xs) {\n  let t = 0;\n<|>\n  return t;\n}\n",
+              "  for (const x of xs) {\n    t += x;\n  }\n  return t;\n}\n", "javascript")
+    assert got == "  for (const x of xs) {\n    t += x;\n  }"
+    got = run("function f(xs) {\n  let t = 0;\n  <|>\n}\n", "for (const x of xs) {\n    t += x;\n  }\n}\n",
+              "javascript")
+    assert got == "for (const x of xs) {\n    t += x;\n  }"

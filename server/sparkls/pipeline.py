@@ -1,15 +1,19 @@
 """One suggestion, from a document snapshot and a cursor to cleaned text, with per-stage timings.
 
-document + tree -> context -> prompt -> engine stream (early stop) -> finalize. No LSP types here:
-offsets and strings in, a `Suggestion` out. Cancelling the calling task aborts the engine request
-(the engine's stream does it on CancelledError/GeneratorExit); an early stop aborts it too.
+document + tree -> context (keeping the previous request's stable frame while it holds; a new frame
+gathers workspace context) -> prompt -> engine stream (early stop) -> finalize. No LSP types here:
+offsets and strings in, a `Suggestion` (carrying the frame for the next keystroke) out. Cancelling
+the calling task aborts the engine request (the engine's stream does it on CancelledError/
+GeneratorExit); an early stop aborts it too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 
 from sparkls import context, prompt, typeahead
 from sparkls.document import Document
@@ -62,32 +66,92 @@ class Suggestion:
     request_id: str = ""
 
 
-def budget_of(settings: Settings, invoked: bool = False) -> context.Budget:
-    """Prompt budgets; an explicit invocation gets the longer suffix (quality over a keystroke's latency)."""
-    suffix = settings.invoked_suffix_tokens if invoked else settings.suffix_tokens
-    return context.Budget(settings.prefix_tokens, suffix, settings.preamble_tokens)
+@dataclass(frozen=True)
+class Place:
+    """Where the document sits in the workspace: its path in the prompt, the repository's name, and
+    a function that returns other files' snippets for a new frame (run in a thread: it reads files)."""
+
+    path: str
+    repo: str = ""
+    snippets: Callable[[Document, int, int], list[tuple[str, str]]] | None = None  # (doc, cursor, budget chars)
 
 
-def _path_of(uri: str) -> str:
-    return uri.rsplit("/", 1)[-1] if "/" in uri else uri
+def budget_of(settings: Settings) -> context.Budget:
+    return context.Budget(settings.prefix_tokens, settings.suffix_tokens, settings.preamble_tokens)
+
+
+def place_of(uri: str) -> Place:
+    """A document outside any workspace folder: its file name, no other files."""
+    return Place(uri.rsplit("/", 1)[-1] if "/" in uri else uri)
+
+
+async def _with_snippets(ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document,
+                         budget_chars: int) -> context.Context:
+    """A new frame gets other files' snippets; a frame kept from the last request already has them. The
+    previous frame's snippets are kept while the cursor stays in the same enclosing definition, so moving
+    the anchor inside a function does not change the head (the start of the prompt, where a change costs
+    the whole KV cache)."""
+    frame = ctx.frame
+    if frame is None or frame is previous or place.snippets is None or budget_chars <= 0:
+        return ctx
+    if previous is not None and previous.uri == frame.uri and previous.scope == frame.scope \
+            and previous.snippets:
+        snippets = previous.snippets
+    else:
+        snippets = tuple(await asyncio.to_thread(place.snippets, doc, ctx.cursor, budget_chars))
+    return replace(ctx, frame=replace(frame, snippets=snippets))
 
 
 async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine,
                   template: prompt.FimTemplate, cache: typeahead.Remembered | None = None,
-                  request_id: str | None = None, invoked: bool = False) -> Suggestion:
-    """Compute the suggestion at `cursor` (a string offset into `doc.text`)."""
+                  request_id: str | None = None, invoked: bool = False, frame: context.Frame | None = None,
+                  place: Place | None = None, keep: Callable[[context.Frame], None] | None = None) -> Suggestion:
+    """Compute the suggestion at `cursor` (a string offset into `doc.text`). `frame` is the last request's
+    stable prompt part for this document (kept while it holds); `keep` is given the frame of this request
+    before the engine runs (a request superseded mid-prefill leaves its frame, and the KV it computed, to
+    the next keystroke)."""
     t0 = time.perf_counter()
     rid = request_id or new_request_id("sugg")
+    place = place or place_of(doc.uri)
     if settings.typeahead and not invoked:  # an explicit request asks the model again
         rest = typeahead.lookup(cache, doc.uri, doc.text, cursor)
         if rest is not None:
             total = (time.perf_counter() - t0) * 1000
             return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
                               Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = context.build(doc, cursor, budget_of(settings, invoked), settings.prompt_layout)
+    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout, frame)
+    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * context.CHARS_PER_TOKEN))
+    if keep is not None and ctx.frame is not None:
+        keep(ctx.frame)
     t1 = time.perf_counter()
-    p = prompt.render(ctx, template, path=_path_of(doc.uri))
-    t2 = time.perf_counter()
+    text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
+    engine_ms = [stats]
+    if not text and ctx.line_done and stats.finish_reason == "stop":
+        # The model ended the answer at once: the line is finished, so ask for the next one.
+        ctx = context.next_line(ctx)
+        text, stats, more_ms = await _generate(ctx, settings, engine, template, place, new_request_id("sugg"))
+        prompt_ms += more_ms
+        engine_ms.append(stats)
+    t3 = time.perf_counter()
+    final = finalize(text, ctx)
+    if ctx.newline and final.strip():
+        final = "\n" + final  # the newline the prompt assumed
+    t4 = time.perf_counter()
+    timings = Timings(
+        context_ms=(t1 - t0) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),
+        ttft_ms=sum(st.ttft_ms for st in engine_ms), decode_ms=sum(st.decode_ms for st in engine_ms),
+        post_ms=(t4 - t3) * 1000, total_ms=(t4 - t0) * 1000,
+    )
+    return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
+
+
+async def _generate(ctx: context.Context, settings: Settings, engine: Engine, template: prompt.FimTemplate,
+                    place: Place, rid: str) -> tuple[str, GenerationStats, float]:
+    """Run the engine on the prompt for `ctx` until the stop policy has a complete answer: the answer
+    relative to the cursor (not yet finalized), the engine's statistics, and the prompt rendering ms."""
+    t0 = time.perf_counter()
+    p = prompt.render(ctx, template, path=place.path, repo=place.repo)
+    prompt_ms = (time.perf_counter() - t0) * 1000
     max_tokens = settings.max_tokens_single if ctx.mode == "single" else settings.max_tokens_multi
     req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid)
     policy = StopPolicy(ctx, settings.max_lines)
@@ -113,16 +177,9 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
                     await engine.abort(rid)  # complete: stop the engine, then collect its stats
     finally:
         await stream.aclose()
-    t3 = time.perf_counter()
     if cut_at is None:
         text = unheal(raw, ctx.heal) or ""
-    final = finalize(text, ctx)
-    t4 = time.perf_counter()
-    timings = Timings(
-        context_ms=(t1 - t0) * 1000, prompt_ms=(t2 - t1) * 1000, queue_ms=stats.queue_ms,
-        ttft_ms=stats.ttft_ms, decode_ms=stats.decode_ms, post_ms=(t4 - t3) * 1000, total_ms=(t4 - t0) * 1000,
-    )
-    return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
+    return text, stats, prompt_ms
 
 
 def log_line(s: Suggestion) -> str:

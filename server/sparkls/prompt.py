@@ -1,8 +1,11 @@
 """Render a `Context` into a fill-in-the-middle prompt for one model family (pure).
 
 Layout rule (the KV cache depends on it): what changes as the user types comes last. The prompt
-is `[stable: preamble, file header][prefix ... cursor][suffix marker, short suffix, middle marker]`.
-Only prefix-suffix-middle (PSM) order is used; suffix-first order breaks Qwen2.5-Coder-0.5B.
+is `[head: other files, the outline][prefix marker, prefix up to the typing anchor][suffix marker,
+suffix][middle marker, typed text]` (the `prefix` and `centered` layouts have no typed text: the
+prefix runs to the cursor). The head uses the model's repo-level format where it has one
+(`<|repo_name|>`, then a `<|file_sep|>path` block per file). Only prefix-suffix-middle (PSM) order
+is used; suffix-first order (SPM) breaks Qwen2.5-Coder-0.5B.
 """
 
 from __future__ import annotations
@@ -68,20 +71,29 @@ def family_from_metadata(metadata: Mapping[str, str], model_path: str = "") -> s
 @dataclass(frozen=True)
 class Prompt:
     text: str
-    stable_chars: int  # length of the part that does not change while typing inside the window
+    stable_chars: int  # length of the part that does not change while typing (all but the typed text)
     template: FimTemplate
+
+
+def _head(ctx: Context, t: FimTemplate, path: str, repo: str) -> str:
+    """Other files' snippets and this file's outline, before the FIM part."""
+    snippets = ctx.frame.snippets if ctx.frame is not None else ()
+    if not snippets and not ctx.preamble:
+        return ""
+    if t.file_sep is None:  # no repo-level format: plain text blocks
+        blocks = [f"{p}\n{text}\n\n" for p, text in snippets]
+        return "".join(blocks) + (ctx.preamble + "\n\n" if ctx.preamble else "")
+    parts = [f"{t.repo_name}{repo}\n"] if t.repo_name and repo else []
+    parts += [f"{t.file_sep}{p}\n{text}\n" for p, text in snippets]
+    if ctx.preamble:
+        parts.append(f"{t.file_sep}{path} (outline)\n{ctx.preamble}\n")
+    parts.append(f"{t.file_sep}{path}\n")
+    return "".join(parts)
 
 
 def render(ctx: Context, template: FimTemplate, path: str = "", repo: str = "") -> Prompt:
     """The FIM prompt for `ctx`, stable part first."""
     t = template
-    head = ""
-    if ctx.preamble:
-        if t.file_sep is not None:
-            repo_line = f"{t.repo_name}{repo}\n" if t.repo_name and repo else ""
-            head = f"{repo_line}{t.file_sep}{path} (outline)\n{ctx.preamble}\n{t.file_sep}{path}\n"
-        else:
-            head = ctx.preamble + "\n\n"
-    stable = f"{head}{t.prefix}{t.prefix_after_marker}"
-    text = f"{stable}{ctx.prefix}{t.suffix}{t.suffix_after_marker}{ctx.suffix}{t.middle}"
-    return Prompt(text=text, stable_chars=len(stable), template=t)
+    text = (f"{_head(ctx, t, path, repo)}{t.prefix}{t.prefix_after_marker}{ctx.prefix}"
+            f"{t.suffix}{t.suffix_after_marker}{ctx.suffix}{t.middle}{ctx.middle}")
+    return Prompt(text=text, stable_chars=len(text) - len(ctx.middle), template=t)

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
-from sparkls import editing, edits, nextedit, pipeline, prompt, streaming, typeahead
+from sparkls import context, editing, edits, nextedit, pipeline, prompt, streaming, typeahead, workspace
 from sparkls.document import Document
 from sparkls.engine import create_engine, metrics
 from sparkls.engine.base import Engine, Priority
@@ -25,6 +27,25 @@ log = logging.getLogger(__name__)
 
 CHANGE_LOG = 2048  # content changes kept per document for streaming edits to follow their region
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
+NEAR_LINES = (30, 10)  # lines before and after the cursor whose names pick other files' snippets
+
+
+def near_text(text: str, cursor: int) -> str:
+    """The code around the cursor that picks other files' snippets."""
+    before, after = NEAR_LINES
+    lo = cursor
+    for _ in range(before + 1):
+        lo = text.rfind("\n", 0, lo)
+        if lo <= 0:
+            lo = 0
+            break
+    hi = cursor
+    for _ in range(after + 1):
+        hi = text.find("\n", hi + 1)
+        if hi == -1:
+            hi = len(text)
+            break
+    return text[lo:hi]
 
 
 class UnknownDocument(KeyError):
@@ -47,6 +68,8 @@ class Session:
     _template: prompt.FimTemplate | None = None
     _jobs: dict[str, Job] = field(default_factory=dict)
     _typeahead: dict[str, typeahead.Remembered] = field(default_factory=dict)
+    _frames: dict[str, context.Frame] = field(default_factory=dict)  # uri -> the last request's stable prompt part
+    workspace: workspace.WorkspaceIndex | None = None  # set on initialize (also with no folders: the globs)
     history: collections.deque[dict[str, object]] = field(default_factory=lambda: collections.deque(maxlen=512))
     _served: int = 0
     _shut_down: bool = False
@@ -58,11 +81,39 @@ class Session:
     _changes: dict[str, collections.deque[tuple[int, int, int, str]]] = field(default_factory=dict)
     _accepted: dict[str, tuple[int, str]] = field(default_factory=dict)  # uri -> (cursor, text after accepting)
 
+    # -- workspace -------------------------------------------------------------------------------
+    def set_workspace(self, roots: Sequence[Path]) -> None:
+        """The workspace folders (the only places other files are read from) and the exclusion globs."""
+        excludes = (*workspace.DEFAULT_EXCLUDES, *self.settings.exclude_files)
+        self.workspace = workspace.WorkspaceIndex(list(roots), excludes)
+        self._frames.clear()
+
+    def excluded(self, uri: str) -> bool:
+        """A document whose path matches an exclusion glob: never part of a prompt."""
+        return workspace.refused(uri, self.workspace)
+
+    def place(self, uri: str) -> pipeline.Place:
+        """Where a document sits: its path in the prompt and how to gather other files for it."""
+        index, path = self.workspace, workspace.uri_path(uri)
+        if index is None or path is None:
+            return pipeline.place_of(uri)
+        rel = index.relative(path)
+        inside = index.roots and not Path(rel).is_absolute()
+        if self.settings.context_tokens <= 0:
+            return pipeline.Place(rel if inside else path.name)
+        open_docs = {u: d for u, d in self.documents.items() if u != uri}  # a copy: used from a thread
+
+        def snippets(doc: Document, cursor: int, budget_chars: int) -> list[tuple[str, str]]:
+            found = workspace.gather(doc, open_docs, index, near_text(doc.text, cursor), budget_chars)
+            return [(s.path, s.text) for s in found]
+
+        return pipeline.Place(rel if inside else path.name, index.roots[0].name if index.roots else "", snippets)
+
     # -- documents -------------------------------------------------------------------------------
     def open(self, uri: str, language_id: str | None, version: int, text: str) -> Document:
         doc = Document.open(uri, language_id, version, text, self.settings.parse_limit_bytes)
         self.documents[uri] = doc
-        for per_doc in (self.histories, self._changes, self.predictions, self._accepted):
+        for per_doc in (self.histories, self._changes, self.predictions, self._accepted, self._frames):
             per_doc.pop(uri, None)  # a (re)opened document starts a new history and version sequence
         return doc
 
@@ -109,6 +160,7 @@ class Session:
     def close(self, uri: str) -> None:
         self.documents.pop(uri, None)
         self._typeahead.pop(uri, None)
+        self._frames.pop(uri, None)
         self.histories.pop(uri, None)
         self._changes.pop(uri, None)
         self.predictions.pop(uri, None)
@@ -155,9 +207,14 @@ class Session:
         """The suggestion at `cursor` of a snapshot: one shared job per (version, cursor, invoked)."""
 
         async def compute() -> pipeline.Suggestion:
+            if self.excluded(doc.uri):
+                log.info("no suggestion: %s matches an exclusion glob", doc.uri)
+                return pipeline.Suggestion(doc.uri, doc.version, cursor, "", "single", "none")
             template = await self.template()
             s = await pipeline.suggest(doc, cursor, self.settings, self.start_engine(), template,
-                                       self._typeahead.get(doc.uri), invoked=invoked)
+                                       self._typeahead.get(doc.uri), invoked=invoked,
+                                       frame=self._frames.get(doc.uri), place=self.place(doc.uri),
+                                       keep=functools.partial(self._keep_frame, doc.uri))
             log.info(pipeline.log_line(s))
             self.record(s)
             if s.source == "model":
@@ -165,6 +222,9 @@ class Session:
             return s
 
         return await self.wait(self.job(doc.uri, (doc.version, cursor, invoked), compute))
+
+    def _keep_frame(self, uri: str, frame: context.Frame) -> None:
+        self._frames[uri] = frame
 
     def job(self, uri: str, key: tuple[int, int, bool], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
         """The computation for (document version, cursor) of `uri`: shared by identical requests

@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from sparkls.context import LAYOUTS
 from sparkls.engine.model_files import BUNDLED, DEFAULT_MODEL
 from sparkls.prompt import FAMILIES
+from sparkls.workspace import DEFAULT_EXCLUDES
 
 ENGINES = ("llamacpp", "vllm", "openai", "fake")
 
@@ -42,13 +44,11 @@ class Settings:
     context_size: int = field(default=4096, metadata=_opt(
         "contextSize", "Model context window (tokens) for the embedded engine.", lo=512, hi=32768))
     prefix_tokens: int = field(default=1024, metadata=_opt(
-        "prefixTokens", "Budget for code before the cursor (anchored at a stable boundary).", lo=16, hi=16384))
-    suffix_tokens: int = field(default=24, metadata=_opt(
-        "suffixTokens", "Budget for code after the cursor; every keystroke re-computes these tokens.",
-        lo=0, hi=4096))
-    invoked_suffix_tokens: int = field(default=256, metadata=_opt(
-        "invokedSuffixTokens", "Suffix budget when the user explicitly asks for a suggestion (inline completion "
-        "triggerKind Invoked): more context after the cursor, at the cost of one slower request.", lo=0, hi=8192))
+        "prefixTokens", "Budget for code before the typing anchor (the prefix window starts at a stable "
+        "boundary).", lo=16, hi=16384))
+    suffix_tokens: int = field(default=256, metadata=_opt(
+        "suffixTokens", "Budget for code after the cursor. In the `anchored` layout it is computed once per "
+        "anchor, not per keystroke; in the `prefix` layout every keystroke re-computes it.", lo=0, hi=8192))
     preamble_tokens: int = field(default=256, metadata=_opt(
         "preambleTokens", "Budget for imports and signatures of other definitions in the file.", lo=0, hi=8192))
     max_tokens_single: int = field(default=48, metadata=_opt(
@@ -61,10 +61,22 @@ class Settings:
         "parseLimitBytes", "Files larger than this are not parsed (plain-text context).", lo=0, hi=100_000_000))
     typeahead: bool = field(default=True, metadata=_opt(
         "typeahead", "Answer from the last suggestion, without the model, while typed text matches it."))
-    prompt_layout: str = field(default="stable", metadata=_opt(
-        "promptLayout", "`stable`: anchored prefix, short suffix (KV-cache friendly); `centered`: a window "
-        "centred on the cursor (the naive baseline the latency benchmark compares against).",
-        ("stable", "centered")))
+    prompt_layout: str = field(default="anchored", metadata=_opt(
+        "promptLayout", "`anchored`: prefix and suffix before the typed text, which follows the middle marker, so "
+        "a keystroke appends a token or two to the prompt; `prefix`: the earlier layout (typed text at the end "
+        "of the prefix, so every keystroke re-computes the suffix; use a short `suffixTokens`); `centered`: a "
+        "window centred on the cursor (the naive baseline). The last two are kept for the benchmarks.",
+        LAYOUTS))
+    context_tokens: int = field(default=512, metadata=_opt(
+        "contextTokens", "Budget for other files in the prompt: definitions of the names used near the cursor "
+        "from the files this one imports, and the most similar snippets of those files and of other open "
+        "documents. Refreshed when the typing anchor moves to another definition; 0 turns it off.", lo=0,
+        hi=16384))
+    exclude_files: tuple[str, ...] = field(default=(), metadata=_opt(
+        "excludeFiles", "Globs of files that never reach a prompt, added to the built-in ones for secrets "
+        f"({', '.join(f'`{g}`' for g in DEFAULT_EXCLUDES)}): not as context, and not completed in. A glob "
+        "without `/` matches a file name at any depth, one ending in `/` a folder, others the path relative "
+        "to the workspace folder."))
     kv_cache: bool = field(default=True, metadata=_opt(
         "kvCache", "Reuse the KV cache of earlier prompts' common start (llama.cpp: the previous prompt's "
         "common token prefix; vLLM: automatic prefix caching)."))
@@ -139,6 +151,10 @@ class Settings:
 
 
 def _coerce(name: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
+    if isinstance(default, tuple):
+        if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+            raise ValueError("expected a list of strings")
+        return tuple(value)
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value

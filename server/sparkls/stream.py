@@ -3,10 +3,13 @@
 Small code models rarely stop on their own: after a good middle they repeat the suffix or drift
 into prose. `StopPolicy.feed` is called with the text generated so far after every token and
 returns where to cut once the suggestion is complete:
-- single-line mode: at the end of the first non-empty line;
+- single-line mode: at the end of the line. At the end of a line the model may answer with a newline
+  instead: then the next line is the suggestion (a newline, its indentation, its code), cut at its
+  end; in the middle of a line such an answer cannot be used, and generation stops at once;
 - multi-line mode: before a line that leaves the enclosing scope (dedent below the scope's body
   in indentation languages; a closing brace below the starting depth elsewhere), before a line
-  that repeats the first line of the suffix, or after two blank lines.
+  that repeats the first line of the suffix, or after two blank lines; a closing brace ends the
+  suggestion after it when the document lacks one, before it when the code after the cursor has it.
 `finalize` then trims what duplicates the text after the cursor and keeps brackets balanced.
 """
 
@@ -18,6 +21,7 @@ from sparkls.context import Context
 
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 _OPEN = set(_PAIRS.values())
+_CLOSING = set(")]};,")
 
 
 def _first_code_line(text: str) -> str:
@@ -31,18 +35,29 @@ def _indent(line: str) -> int:
     return len(line) - len(line.lstrip(" \t"))
 
 
-def brace_depths(text: str) -> list[int]:
-    """Running depth after each line of `text` (strings and comments are not skipped: a heuristic)."""
-    depth = 0
-    out = []
-    for line in text.split("\n"):
-        for ch in line:
-            if ch in _OPEN:
-                depth += 1
-            elif ch in _PAIRS:
-                depth -= 1
-        out.append(depth)
-    return out
+def newline_answer(text: str) -> bool:
+    """The model started a new line instead of continuing the cursor's line (spaces before it aside)."""
+    return text.lstrip(" \t").startswith("\n")
+
+
+def next_line_end(text: str) -> int | None:
+    """For a newline answer: where its first non-blank line ends (None while it is still growing)."""
+    lines = text.split("\n")
+    offset = len(lines[0]) + 1
+    for k in range(1, len(lines) - 1):
+        if lines[k].strip():
+            return offset + len(lines[k])
+        offset += len(lines[k]) + 1
+    return None
+
+
+def _next_line(text: str) -> str:
+    """A newline answer as shown: the newlines before the first non-blank line, and that line."""
+    lines = text.split("\n")
+    for k in range(1, len(lines)):
+        if lines[k].strip():
+            return "\n" * k + lines[k].rstrip()
+    return ""
 
 
 @dataclass
@@ -54,6 +69,10 @@ class StopPolicy:
         """Cut offset once `text` holds a complete suggestion, else None (keep generating)."""
         ctx = self.ctx
         if ctx.mode == "single":
+            if ctx.line_before.strip() and newline_answer(text):
+                if ctx.line_after.strip():
+                    return 0  # mid-line, a new line cannot be used: stop now rather than generate for nothing
+                return next_line_end(text)
             start = len(text) - len(text.lstrip("\n")) if not ctx.line_before.strip() else 0
             nl = text.find("\n", start)
             if nl != -1 and text[:nl].strip():
@@ -69,22 +88,31 @@ class StopPolicy:
             stripped = line.strip()
             col0 = ctx.line_before if i == 0 else ""
             full = col0 + line
-            if i > 0 or ctx.insert_lines:
-                if stripped and suffix_first and stripped == suffix_first:
-                    return max(0, offset - 1) if i > 0 else 0
-                if stripped and ctx.min_indent is not None and _indent(full) < ctx.min_indent:
-                    return max(0, offset - 1) if i > 0 else 0
+            before = depth
             if ctx.braces:
                 for ch in line:
                     if ch in _OPEN:
                         depth += 1
                     elif ch in _PAIRS:
                         depth -= 1
-                if depth < 0:
-                    # The line closes the enclosing block. If the suffix already closes it, stop before.
-                    if suffix_first[:1] in _PAIRS and stripped.startswith(suffix_first[:1]):
-                        return max(0, offset - 1) if i > 0 else 0
-                    return offset + len(line)
+            # A line of closers that closes what the suggestion itself opened is its own, even when the suffix
+            # starts with the same `}` (which closes the enclosing block).
+            own_closer = ctx.braces and before > 0 and depth >= 0 and bool(stripped) and set(stripped) <= _CLOSING
+            if (i > 0 or ctx.insert_lines) and not own_closer:
+                if stripped and suffix_first and stripped == suffix_first:
+                    return max(0, offset - 1) if i > 0 else 0
+                if stripped and ctx.min_indent is not None and _indent(full) < ctx.min_indent:
+                    return max(0, offset - 1) if i > 0 else 0
+            if ctx.braces and depth < 0:
+                # The line closes the enclosing block: keep it when the document lacks that closer,
+                # stop before it when the code after the cursor already closes the block.
+                if stripped.startswith("}"):
+                    duplicate = ctx.closers_needed == 0
+                else:
+                    duplicate = suffix_first[:1] in _PAIRS and stripped.startswith(suffix_first[:1])
+                if duplicate:
+                    return max(0, offset - 1) if i > 0 else 0
+                return offset + len(line)
             blank_run = blank_run + 1 if not stripped else 0
             if blank_run >= 2:
                 return max(0, offset - 1)
@@ -148,6 +176,8 @@ def trim_line_overlap(before: str, completion: str, after: str) -> str:
 def finalize(text: str, ctx: Context) -> str:
     """The suggestion to show: trimmed, without text duplicated from the suffix."""
     if ctx.mode == "single":
+        if ctx.line_before.strip() and newline_answer(text):
+            return "" if ctx.line_after.strip() else _next_line(text)
         if not ctx.line_before.strip():
             text = text.lstrip("\n")
         text = text.split("\n", 1)[0].rstrip()

@@ -39,7 +39,7 @@ def capabilities(client: str, encoding: str | None = None) -> types.ClientCapabi
 
 @contextlib.asynccontextmanager
 async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16",
-              options: dict[str, Any] | None = None, env: dict[str, str] | None = None,
+              options: dict[str, Any] | None = None, env: dict[str, str] | None = None, root: Path | None = None,
               ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     level = os.environ.get("SPARKLS_TEST_LOG_LEVEL", "INFO")
     config = ClientServerConfig(server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"],
@@ -47,7 +47,9 @@ async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16
     c: LanguageClient = await config.start()  # type: ignore[assignment]
     try:
         result = await c.initialize_session(types.InitializeParams(
-            capabilities=capabilities(client, encoding), initialization_options=options or {"engine": "fake"}))
+            capabilities=capabilities(client, encoding), initialization_options=options or {"engine": "fake"},
+            root_uri=root.as_uri() if root is not None else None,
+            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)] if root is not None else None))
         yield c, result
         await asyncio.wait_for(c.shutdown_session(), 20)
     finally:

@@ -4,6 +4,7 @@ position encoding, cancellation, supersession, bad input. (The fake engine runs 
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 from lsprotocol import types
@@ -203,17 +204,23 @@ async def test_inline_and_classic_requests_at_the_same_cursor_share_one_generati
         assert len(m.engine) == 1 and len(m.suggestions) == 1
 
 
-async def test_an_explicitly_invoked_completion_sees_a_longer_suffix():
-    text = "def f():\n    \n" + "".join(f"x{i} = {i}\n" for i in range(100))
-    async with lsp(options={"engine": "fake", "suffixTokens": 4, "invokedSuffixTokens": 400}) as (c, _):
-        uri = "file:///w/a.py"
-        open_doc(c, uri, text)
-        pos = types.Position(line=1, character=4)
-        auto = inline_params(uri, pos)
-        await c.text_document_inline_completion_async(auto)
-        invoked = inline_params(uri, pos)
-        invoked.context = types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Invoked)
-        await c.text_document_inline_completion_async(invoked)
-        m = await metrics(c)
-        short, long = (e.prompt_tokens for e in m.engine)
-        assert long > short + 200  # the fake engine counts prompt characters / 3
+async def test_a_definition_from_an_imported_workspace_file_reaches_the_prompt_and_secrets_never_do(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    util = "def scale_all(values, factor):\n    return [v * factor for v in values]\n"
+    (tmp_path / "pkg" / "util.py").write_text(util)
+    (tmp_path / ".env").write_text("API_TOKEN=sk-live-0123456789\n")
+    main = "from .util import scale_all\n\n\ndef run(xs):\n    return \n"
+    answers = json.dumps({"": "none", "def scale_all(values, factor)": "scale_all(xs, 2)", "sk-live-0123": "leaked"})
+    async with lsp(options={"engine": "fake", "fakeResponse": answers}, root=tmp_path) as (c, _):
+        open_doc(c, (tmp_path / ".env").as_uri(), "API_TOKEN=sk-live-0123456789\n")
+        uri = (tmp_path / "pkg" / "main.py").as_uri()
+        open_doc(c, uri, main)
+        got = await c.text_document_inline_completion_async(inline_params(uri, position(main, len(main) - 1, "utf-16")))
+        assert got.items[0].insert_text == "scale_all(xs, 2)"
+        secret = await c.text_document_inline_completion_async(
+            inline_params((tmp_path / ".env").as_uri(), types.Position(line=0, character=10)))
+        assert not secret.items  # an excluded document gets no completion (its text never reaches a prompt)
+    async with lsp(options={"engine": "fake", "fakeResponse": answers, "contextTokens": 0}, root=tmp_path) as (c, _):
+        open_doc(c, uri, main)
+        got = await c.text_document_inline_completion_async(inline_params(uri, position(main, len(main) - 1, "utf-16")))
+        assert got.items[0].insert_text == "none"

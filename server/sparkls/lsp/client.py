@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,18 @@ def position(text: str, offset: int) -> types.Position:
     return types.Position(line=line, character=len(before.encode("utf-16-le")) // 2)
 
 
+Workspace = tuple[str | None, list[types.WorkspaceFolder] | None]
+
+
+def workspace_of(root: Path | None, folders: Sequence[Path] | None) -> Workspace:
+    """`rootUri` and `workspaceFolders` of an initialize request (`folders` default to `[root]`)."""
+    paths = [p.absolute() for p in (folders or ([root] if root is not None else []))]
+    if not paths:
+        return None, None
+    root_uri = (root.absolute() if root is not None else paths[0]).as_uri()
+    return root_uri, [types.WorkspaceFolder(uri=p.as_uri(), name=p.name) for p in paths]
+
+
 async def _drain(stream: asyncio.StreamReader, path: Path) -> None:
     """Copy the server's stderr to a file (an undrained pipe would block the server)."""
     with path.open("wb") as f:
@@ -53,18 +66,24 @@ class Client:
         self.log_path = log_path
         self._drain: asyncio.Task[None] | None = None
 
-    async def start(self, options: dict[str, Any]) -> None:
+    async def start(self, options: dict[str, Any], root: Path | None = None,
+                    folders: Sequence[Path] | None = None) -> None:
+        """Start the server and initialize it; `root` (and `folders`, default `[root]`) become the
+        initialize request's `rootUri` and `workspaceFolders`, the places the server reads other files from."""
         await self.lc.start_io(sys.executable, "-m", "sparkls", "serve")
         self._drain = asyncio.create_task(_drain(self.lc._server.stderr, self.log_path))  # type: ignore[union-attr]
+        root_uri, workspace = workspace_of(root, folders)
         caps = types.ClientCapabilities(
             text_document=types.TextDocumentClientCapabilities(
                 inline_completion=types.InlineCompletionClientCapabilities(),
                 code_action=types.CodeActionClientCapabilities(
                     resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))),
             workspace=types.WorkspaceClientCapabilities(
-                workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True)),
+                workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
+                workspace_folders=True if workspace else None),
             general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]))
-        await self.lc.initialize_async(types.InitializeParams(capabilities=caps, initialization_options=options))
+        await self.lc.initialize_async(types.InitializeParams(
+            capabilities=caps, initialization_options=options, root_uri=root_uri, workspace_folders=workspace))
         self.lc.initialized(types.InitializedParams())
 
     async def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -27,6 +28,7 @@ from sparkls.engine.base import EngineError
 from sparkls.lsp import convert, edit_features
 from sparkls.session import Session, UnknownDocument
 from sparkls.settings import resolve
+from sparkls.workspace import uri_path
 
 log = logging.getLogger("sparkls")
 
@@ -96,6 +98,15 @@ class SparkServer(LanguageServer):
             log.debug("could not send logMessage", exc_info=True)
 
 
+def workspace_roots(params: types.InitializeParams) -> list[Path]:
+    """The workspace folders an editor opened (or its single root), as local paths."""
+    uris = [f.uri for f in params.workspace_folders or []] or ([params.root_uri] if params.root_uri else [])
+    roots = [p for p in (uri_path(u) for u in uris) if p is not None]
+    if not roots and params.root_path:
+        roots = [Path(params.root_path)]
+    return roots
+
+
 def create_server() -> SparkServer:
     server = SparkServer()
 
@@ -110,6 +121,7 @@ def create_server() -> SparkServer:
             log.warning("settings: %s", problem)
             ls.window_show_message(types.ShowMessageParams(
                 type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
+        ls.session.set_workspace(workspace_roots(params))
         ls.session.start_engine()  # loads in the background; never blocks initialize
         log.info("initialized: engine=%s encoding=%s", settings.engine, ls.session.encoding)
 
