@@ -22,7 +22,7 @@ was shown comes from the responses, matched to the server's suggestions by docum
 
 Prints a table (one column per configuration, sample sizes beside the figures) and the ratios between
 configurations, and writes JSON with the CPU, date and command (and a PNG plot when matplotlib is installed).
-Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0]
+Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0] [--model M]
 """
 
 from __future__ import annotations
@@ -428,6 +428,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=8)
     ap.add_argument("--threads", type=int, default=0, help="engine threads (0: max(1, cores-1))")
+    ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model (`model` setting)")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
     ap.add_argument("--word-pause-ms", type=float, default=400.0, help="extra pause after a word")
     ap.add_argument("--configs", default="anchored,prefix,peer", help="configurations to run, in this order")
@@ -448,7 +449,7 @@ def main() -> int:
                         "args": vars(args)}
     print(f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "
           f"threads={args.threads or 'default'}; configurations: {', '.join(names)} (one after another)")
-    base = {"engine": "llamacpp", "threads": args.threads}
+    base = {"engine": "llamacpp", "threads": args.threads, "model": args.model}
     runs = []
     for name in names:
         print(f"running {name} ...", flush=True)
