@@ -238,3 +238,35 @@ def test_typing_past_a_finished_line_keeps_the_frame():
     assert all(c.frame is ctxs[0].frame for c in ctxs)
     assert ctxs[9].newline and ctxs[9].middle.endswith("y = g(xs)\n")  # after ")": the next line is asked for
     assert ctxs[10].middle == ctxs[9].middle  # Enter: the same prompt, the KV cache already has it
+
+
+def test_a_colon_that_opens_no_block_asks_for_no_new_line():
+    for text in ("f = lambda x:<|>\n", "class A:\n    name:<|>\n", "d = {\n    'k':<|>\n}\n"):
+        assert not build(text).newline, text
+    assert build("try:<|>\n    pass\nexcept E:\n    pass\n").newline
+
+
+def test_the_end_of_a_line_comment_is_still_the_comment():
+    ctx = build("def f():\n    # call foo()<|>\n    pass\n")
+    assert not ctx.newline and not ctx.line_done and ctx.mode == "single"
+
+
+def test_a_same_length_edit_far_above_the_anchor_makes_a_new_frame():
+    body = "".join(f"def f{i}(x):\n    return x * {i}\n\n\n" for i in range(40))
+    doc, cursor = doc_at("import os\n\n\n" + body + "def g():\n    ret<|>\n")
+    first = context.build(doc, cursor, Budget(prefix_tokens=60))
+    edited = doc.edit(7, 9, "re", 2)  # `import os` -> `import re`: no offset moves
+    again = context.build(edited, cursor, Budget(prefix_tokens=60), "anchored", first.frame)
+    assert again.frame is not first.frame
+
+
+def test_the_prefix_window_never_ends_where_it_starts():
+    body = "def f():\n" + "".join(f"    x{i} = {i}\n" for i in range(400))
+    ctx = build("import os\n\n\n" + body + "\n\ndef g():\n    ret<|>\n", budget=Budget(prefix_tokens=100))
+    assert ctx.prefix.strip() and ctx.frame.start < ctx.frame.anchor
+
+
+def test_crlf_documents_get_crlf_newlines():
+    doc, cursor = doc_at("def f(x):\r\n    y = g(x)<|>\r\n    return y\r\n")
+    ctx = context.build(doc, cursor)
+    assert ctx.newline and ctx.middle.endswith("y = g(x)\r\n") and ctx.eol == "\r\n"

@@ -97,3 +97,20 @@ def test_a_block_that_closes_its_own_brace_keeps_it_even_when_the_suffix_starts_
     got = run("function f(xs) {\n  let t = 0;\n  <|>\n}\n", "for (const x of xs) {\n    t += x;\n  }\n}\n",
               "javascript")
     assert got == "for (const x of xs) {\n    t += x;\n  }"
+
+
+def test_a_newline_answer_after_an_unfinished_line_stops_at_once():
+    doc, cursor = doc_at("def f(a, b):\n    return a +<|>\n")
+    assert StopPolicy(context.build(doc, cursor)).feed("\n") == 0
+    assert run("def f(a, b):\n    return a +<|>\n", "\n        b\n") == ""
+
+
+def test_a_next_line_the_code_after_the_cursor_already_has_is_not_offered():
+    assert run("def f(x):\n    y = x * tot<|>\n    return y\n", "\n    return y\n") == ""
+    assert run("function f(x) {\n  return x;<|>\n}\n", "}\n", "javascript") == ""
+    assert run("def f():<|>\n    return 1\n", "    return 1\n\ndef g():\n") == ""
+
+
+def test_a_newline_answer_in_a_crlf_file_is_recognised_and_keeps_crlf():
+    got = run("def f(x):\r\n    y = x * tot<|>\r\n    return y\r\n", "\r\n    z = y + 1\r\n    w")
+    assert got == "\r\n    z = y + 1"

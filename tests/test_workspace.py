@@ -224,11 +224,14 @@ def test_open_documents_win_over_disk_and_an_open_env_file_is_never_returned(tmp
     assert gather(doc, dict(reversed(open_docs.items())), index, near, 2000) == out
 
 
-def test_open_documents_outside_the_roots_are_allowed_without_an_index(tmp_path):
-    doc, near, _ = workspace(tmp_path)
-    other, secret = tmp_path / "scratch.py", tmp_path / "secrets.py"
-    open_docs = {other.as_uri(): opened(other, "area(b)\n"), secret.as_uri(): opened(other, "area(b)\n")}
-    assert gather(doc, open_docs, None, near, 2000) == [Snippet(other.as_posix(), "area(b)")]
+def test_open_documents_outside_the_roots_are_never_context(tmp_path):
+    doc, near, index = workspace(tmp_path / "project")
+    other = tmp_path / "elsewhere" / "scratch.py"
+    inside = tmp_path / "project" / "scratch.py"
+    open_docs = {other.as_uri(): opened(other, "area(b)\n"), inside.as_uri(): opened(inside, "area(c)\n")}
+    assert gather(doc, open_docs, None, near, 2000) == []
+    texts = [s.text for s in gather(doc, open_docs, index, near, 2000)]
+    assert "area(c)" in texts and "area(b)" not in texts
 
 
 def test_gather_is_identical_across_calls(tmp_path):

@@ -29,7 +29,10 @@ from sparkls.outline import DEFINITIONS, INDENT_LANGUAGES, build_preamble
 CHARS_PER_TOKEN = 3.0
 
 _OPENERS = ("(", "[", "{", ":", "=>")
-_BLOCK_OPENERS = ("{", ":", "=>")  # at the end of a line: the block follows on new lines
+# At the end of a line these open a block that follows on new lines: `{`, `=>`, and a `:` after a compound
+# statement's keyword (not a lambda's, an annotation's, a slice's or a dict value's).
+_COMPOUND = re.compile(
+    r"(?:async\s+)?(?:if|elif|else|for|while|def|class|try|except|finally|with|match|case|default)\b")
 _WORD_END = re.compile(r"[A-Za-z0-9_$]$")
 _CLOSERS = set(")]}\"'`;, \t")
 
@@ -61,6 +64,7 @@ class Frame:
     suffix: str  # text[cursor:...] when the frame was made
     after: int  # len(text) - cursor when the frame was made: the text after the cursor must stay as it was
     scope: int = -1  # start of the enclosing definition (-1: none); other files' snippets are kept while it stays
+    before: int = 0  # hash of text[:anchor]: the frame holds only while all of it is unchanged
     snippets: tuple[tuple[str, str], ...] = ()  # (path, text) of other files, set by the pipeline
 
     def holds(self, doc: Document, cursor: int, budget: Budget) -> bool:
@@ -69,7 +73,7 @@ class Frame:
         return (doc.uri == self.uri and budget == self.budget and self.anchor <= cursor
                 and cursor - self.anchor <= budget.chars(budget.typed_tokens)
                 and len(text) - cursor == self.after and text.startswith(self.suffix, cursor)
-                and text.startswith(self.prefix, self.start))
+                and text.startswith(self.prefix, self.start) and hash(text[: self.anchor]) == self.before)
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,7 @@ class Context:
     middle: str = ""  # anchored layout: the text from the typing anchor to the cursor (less `heal`)
     newline: bool = False  # the cursor ends a finished line: the prompt adds a newline, the answer is the next line(s)
     line_done: bool = False  # the line ends at the cursor and is finished, but in a word: the model decides first
+    eol: str = "\n"  # the document's line ending at the cursor ("\r\n" in CRLF files)
     frame: Frame | None = None  # anchored layout: the stable part this context was built on
     closers_needed: int = 0  # brace languages: `{` in the document not closed by a `}` (a `}` may be due)
 
@@ -123,11 +128,19 @@ def _ancestors(node: Node | None) -> list[Node]:
     return out
 
 
+def opens_block(code: str) -> bool:
+    """A line's code (stripped) ends by opening a block."""
+    return code.endswith(("{", "=>")) or (code.endswith(":") and _COMPOUND.match(code) is not None)
+
+
 def _in_comment_or_string(node: Node | None, doc: Document, offset: int) -> bool:
     b = doc.byte_offset(offset)
     for n in _ancestors(node)[:3]:
         t = n.type
         if ("comment" in t or "string" in t or t == "char_literal") and n.start_byte < b < n.end_byte:
+            return True
+        # At the end of a line comment the cursor is still in it (typing goes on in the comment).
+        if "comment" in t and b == n.end_byte and not doc.source[n.start_byte : n.end_byte].endswith(b"*/"):
             return True
     return False
 
@@ -140,12 +153,13 @@ def enclosing_definition(doc: Document, offset: int) -> Node | None:
     return None
 
 
-def choose_anchor(doc: Document, cursor: int, budget_chars: int) -> int:
+def choose_anchor(doc: Document, cursor: int, budget_chars: int, before: bool = False) -> int:
     """Start of the prefix window: stable while the user types forward.
 
     The earliest allowed start is rounded up to a grid of half the budget, so it only moves
     every budget/2 characters of typing; the anchor is then the first top-level node start (or
-    line start, in plain text) at or after it.
+    line start, in plain text) at or after it (and before `cursor` when `before`: the anchored
+    layout's window must end with text, not start at its own end).
     """
     if cursor <= budget_chars:
         return 0
@@ -154,7 +168,7 @@ def choose_anchor(doc: Document, cursor: int, budget_chars: int) -> int:
     if doc.tree is not None:  # compare in bytes: one conversion each way, not one per node
         lo_b, hi_b = doc.byte_offset(threshold), doc.byte_offset(cursor)
         for child in doc.tree.root_node.children:
-            if lo_b <= child.start_byte <= hi_b:
+            if lo_b <= child.start_byte <= hi_b and not (before and child.start_byte == hi_b):
                 return doc.char_offset(child.start_byte)
     # No node boundary fits: the start of the first line at or after the threshold.
     nl = doc.text.find("\n", threshold - 1, cursor)
@@ -168,7 +182,7 @@ def line_is_finished(doc: Document, cursor: int, line_before: str) -> bool:
     code = line_before.strip()
     if not code:
         return False
-    if code.endswith(_BLOCK_OPENERS):
+    if opens_block(code):
         return True
     if code.endswith(("\\", ",", "(", "[", "=", "+", "-", "*", "/", "%", "&", "|", "<", ">", ".", "!", "^", "~")) \
             and not code.endswith(("++", "--")):
@@ -244,7 +258,7 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     """A new stable part for a request at `cursor` (when the previous one no longer holds)."""
     text = doc.text
     anchor = typing_anchor(text, cursor, budget.chars(budget.typed_tokens))
-    start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens))
+    start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
     suffix = text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))]
     # Definitions before the window only: the tree after the cursor changes shape while the user types (an
     # open bracket swallows the next definition into an error node), and a signature flipping in or out of
@@ -253,7 +267,7 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     scope_text = _scope_text(doc, scope, anchor, cursor)
     preamble = build_preamble(doc, start, scope_text, budget.chars(budget.preamble_tokens))
     return Frame(doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor,
-                 doc.char_offset(scope.start_byte) if scope is not None else -1)
+                 doc.char_offset(scope.start_byte) if scope is not None else -1, hash(text[:anchor]))
 
 
 def closers_needed(doc: Document) -> int:
@@ -267,9 +281,9 @@ def next_line(ctx: Context) -> Context:
     """The context at the start of a new line after a finished one, as if the user had pressed Enter:
     the prompt gets the newline, the answer is the next line (a block after a block opener). A FIM
     model reading a finished line as its answer so far tends to stop there, or to run on with it."""
-    opener = ctx.line_before.rstrip().endswith(_BLOCK_OPENERS)
+    opener = opens_block(ctx.line_before.strip())
     return replace(ctx, mode="multi" if opener else "single", line_before="", insert_lines=False, heal="",
-                   middle=ctx.middle + "\n", newline=True, line_done=False)
+                   middle=ctx.middle + ctx.eol, newline=True, line_done=False)
 
 
 def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "anchored",
@@ -294,7 +308,9 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
     # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
     heal = line_before if line_before and not line_before.strip() else ""
-    common = {"uri": doc.uri, "language": doc.language, "version": doc.version, "cursor": cursor, "mode": mode,
+    crlf = "\r\n" in text[max(0, line_start - 2) : line_end + 1]
+    common = {"uri": doc.uri, "eol": "\r\n" if crlf else "\n", "language": doc.language, "version": doc.version,
+              "cursor": cursor, "mode": mode,
               "line_before": line_before, "line_after": line_after, "min_indent": min_indent,
               "braces": doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
               "insert_lines": insert_lines, "closers_needed": closers_needed(doc)}

@@ -2,7 +2,7 @@
 
 document + tree -> context (keeping the previous request's stable frame while it holds; a new frame
 gathers workspace context) -> prompt -> engine stream (early stop) -> finalize. No LSP types here:
-offsets and strings in, a `Suggestion` (carrying the frame for the next keystroke) out. Cancelling
+offsets and strings in, a `Suggestion` out (the frame goes to the session through `keep`). Cancelling
 the calling task aborts the engine request (the engine's stream does it on CancelledError/
 GeneratorExit); an early stop aborts it too.
 """
@@ -88,17 +88,22 @@ def place_of(uri: str) -> Place:
 async def _with_snippets(ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document,
                          budget_chars: int) -> context.Context:
     """A new frame gets other files' snippets; a frame kept from the last request already has them. The
-    previous frame's snippets are kept while the cursor stays in the same enclosing definition, so moving
+    previous frame's snippets are kept while the cursor stays in the same enclosing definition (outside any
+    definition they are gathered again for each new frame), so moving
     the anchor inside a function does not change the head (the start of the prompt, where a change costs
     the whole KV cache)."""
     frame = ctx.frame
     if frame is None or frame is previous or place.snippets is None or budget_chars <= 0:
         return ctx
-    if previous is not None and previous.uri == frame.uri and previous.scope == frame.scope \
+    if previous is not None and previous.uri == frame.uri and previous.scope == frame.scope != -1 \
             and previous.snippets:
         snippets = previous.snippets
     else:
-        snippets = tuple(await asyncio.to_thread(place.snippets, doc, ctx.cursor, budget_chars))
+        try:
+            snippets = tuple(await asyncio.to_thread(place.snippets, doc, ctx.cursor, budget_chars))
+        except Exception:  # an unreadable folder or a parser problem must not cost the suggestion
+            log.exception("workspace context for %s failed; none this time", doc.uri)
+            snippets = ()
     return replace(ctx, frame=replace(frame, snippets=snippets))
 
 
@@ -126,7 +131,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
     t1 = time.perf_counter()
     text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
     engine_ms = [stats]
-    if not text and ctx.line_done and stats.finish_reason == "stop":
+    if not text.strip() and ctx.line_done and stats.finish_reason == "stop":
         # The model ended the answer at once: the line is finished, so ask for the next one.
         ctx = context.next_line(ctx)
         text, stats, more_ms = await _generate(ctx, settings, engine, template, place, new_request_id("sugg"))
@@ -135,7 +140,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
     t3 = time.perf_counter()
     final = finalize(text, ctx)
     if ctx.newline and final.strip():
-        final = "\n" + final  # the newline the prompt assumed
+        final = ctx.eol + final  # the newline the prompt assumed
     t4 = time.perf_counter()
     timings = Timings(
         context_ms=(t1 - t0) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),

@@ -94,6 +94,7 @@ def _head(ctx: Context, t: FimTemplate, path: str, repo: str) -> str:
 def render(ctx: Context, template: FimTemplate, path: str = "", repo: str = "") -> Prompt:
     """The FIM prompt for `ctx`, stable part first."""
     t = template
-    text = (f"{_head(ctx, t, path, repo)}{t.prefix}{t.prefix_after_marker}{ctx.prefix}"
-            f"{t.suffix}{t.suffix_after_marker}{ctx.suffix}{t.middle}{ctx.middle}")
-    return Prompt(text=text, stable_chars=len(text) - len(ctx.middle), template=t)
+    stable = f"{_head(ctx, t, path, repo)}{t.prefix}{t.prefix_after_marker}"
+    text = f"{stable}{ctx.prefix}{t.suffix}{t.suffix_after_marker}{ctx.suffix}{t.middle}{ctx.middle}"
+    # Anchored: everything but the typed text stays; otherwise the prefix grows with the typing.
+    return Prompt(text=text, stable_chars=len(text) - len(ctx.middle) if ctx.frame else len(stable), template=t)

@@ -1,6 +1,8 @@
-"""The one mutable session: open documents, settings, the engine, in-flight requests.
+"""The one mutable session: open documents, settings, the engine, the workspace index, in-flight requests.
 
-Handlers read frozen `Document` snapshots from here and hand them to the pipeline. The session
+Handlers read frozen `Document` snapshots from here and hand them to the pipeline, with the document's
+prompt frame from the last request (kept while only the typed span changes) and its place in the
+workspace (other files' snippets, gathered for a new frame). The session
 also runs suggestions as jobs keyed by (version, cursor): identical requests share one job, and a
 newer job for the same document cancels the older one, whose requests then answer
 `RequestCancelled` while its engine request is aborted.
@@ -19,7 +21,7 @@ from pathlib import Path
 from sparkls import context, editing, edits, nextedit, pipeline, prompt, streaming, typeahead, workspace
 from sparkls.document import Document
 from sparkls.engine import create_engine, metrics
-from sparkls.engine.base import Engine, Priority
+from sparkls.engine.base import Engine, Priority, new_request_id
 from sparkls.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -82,6 +84,12 @@ class Session:
     _accepted: dict[str, tuple[int, str]] = field(default_factory=dict)  # uri -> (cursor, text after accepting)
 
     # -- workspace -------------------------------------------------------------------------------
+    def configure(self, settings: Settings) -> None:
+        """New settings; the workspace index follows a change of the exclusion globs."""
+        old, self.settings = self.settings, settings
+        if settings.exclude_files != old.exclude_files and self.workspace is not None:
+            self.set_workspace(self.workspace.roots)
+
     def set_workspace(self, roots: Sequence[Path]) -> None:
         """The workspace folders (the only places other files are read from) and the exclusion globs."""
         excludes = (*workspace.DEFAULT_EXCLUDES, *self.settings.exclude_files)
@@ -285,6 +293,8 @@ class Session:
     # -- next-edit -------------------------------------------------------------------------------
     async def predict(self, doc: Document, cursor: int, priority: int = Priority.INTERACTIVE) -> editing.EditResult:
         """The next edit around `cursor`, kept as the document's latest prediction."""
+        if self.excluded(doc.uri):  # its text never goes to the model
+            return editing.EditResult(doc.uri, doc.version, cursor, cursor, "", "", [], new_request_id("edit"))
         cached = self.predictions.get(doc.uri)
         if cached is not None and cached.version == doc.version and cached.start <= cursor <= cached.end:
             return cached

@@ -3,13 +3,15 @@
 Small code models rarely stop on their own: after a good middle they repeat the suffix or drift
 into prose. `StopPolicy.feed` is called with the text generated so far after every token and
 returns where to cut once the suggestion is complete:
-- single-line mode: at the end of the line. At the end of a line the model may answer with a newline
-  instead: then the next line is the suggestion (a newline, its indentation, its code), cut at its
-  end; in the middle of a line such an answer cannot be used, and generation stops at once;
+- single-line mode: at the end of the line. At the end of a finished line the model may answer with a
+  newline instead: then the next line is the suggestion (a newline, its indentation, its code), cut at
+  its end, unless the code after the cursor starts with that line; in the middle of a line, or after an
+  unfinished one, such an answer cannot be used, and generation stops at once;
 - multi-line mode: before a line that leaves the enclosing scope (dedent below the scope's body
   in indentation languages; a closing brace below the starting depth elsewhere), before a line
   that repeats the first line of the suffix, or after two blank lines; a closing brace ends the
-  suggestion after it when the document lacks one, before it when the code after the cursor has it.
+  suggestion after it when the document lacks one (more `{` than `}` in the whole document), before it
+  otherwise.
 `finalize` then trims what duplicates the text after the cursor and keeps brackets balanced.
 """
 
@@ -37,7 +39,7 @@ def _indent(line: str) -> int:
 
 def newline_answer(text: str) -> bool:
     """The model started a new line instead of continuing the cursor's line (spaces before it aside)."""
-    return text.lstrip(" \t").startswith("\n")
+    return text.lstrip(" \t\r").startswith("\n")
 
 
 def next_line_end(text: str) -> int | None:
@@ -51,12 +53,12 @@ def next_line_end(text: str) -> int | None:
     return None
 
 
-def _next_line(text: str) -> str:
+def _next_line(text: str, eol: str) -> str:
     """A newline answer as shown: the newlines before the first non-blank line, and that line."""
     lines = text.split("\n")
     for k in range(1, len(lines)):
         if lines[k].strip():
-            return "\n" * k + lines[k].rstrip()
+            return eol * k + lines[k].rstrip()
     return ""
 
 
@@ -70,8 +72,8 @@ class StopPolicy:
         ctx = self.ctx
         if ctx.mode == "single":
             if ctx.line_before.strip() and newline_answer(text):
-                if ctx.line_after.strip():
-                    return 0  # mid-line, a new line cannot be used: stop now rather than generate for nothing
+                if not ctx.line_done:
+                    return 0  # mid-line or an unfinished line: a new line cannot be used, stop now
                 return next_line_end(text)
             start = len(text) - len(text.lstrip("\n")) if not ctx.line_before.strip() else 0
             nl = text.find("\n", start)
@@ -98,7 +100,7 @@ class StopPolicy:
             # A line of closers that closes what the suggestion itself opened is its own, even when the suffix
             # starts with the same `}` (which closes the enclosing block).
             own_closer = ctx.braces and before > 0 and depth >= 0 and bool(stripped) and set(stripped) <= _CLOSING
-            if (i > 0 or ctx.insert_lines) and not own_closer:
+            if (i > 0 or ctx.insert_lines or ctx.newline) and not own_closer:
                 if stripped and suffix_first and stripped == suffix_first:
                     return max(0, offset - 1) if i > 0 else 0
                 if stripped and ctx.min_indent is not None and _indent(full) < ctx.min_indent:
@@ -177,10 +179,13 @@ def finalize(text: str, ctx: Context) -> str:
     """The suggestion to show: trimmed, without text duplicated from the suffix."""
     if ctx.mode == "single":
         if ctx.line_before.strip() and newline_answer(text):
-            return "" if ctx.line_after.strip() else _next_line(text)
+            text = _next_line(text, ctx.eol) if ctx.line_done else ""
+            return "" if text.strip() == _first_code_line(ctx.suffix) else text  # the suffix has that line
         if not ctx.line_before.strip():
-            text = text.lstrip("\n")
+            text = text.lstrip("\r\n")
         text = text.split("\n", 1)[0].rstrip()
+        if ctx.newline and text.strip() == _first_code_line(ctx.suffix):
+            return ""  # the next line is already there
         return trim_line_overlap(ctx.line_before, text, ctx.line_after)
     lines = text.split("\n")
     while lines and not lines[-1].strip():

@@ -318,7 +318,8 @@ class _Candidate:
 
 def _candidates(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceIndex | None) -> list[_Candidate]:
     """Imported files in first-import order, then the other open documents by path; open text wins over disk.
-    Open documents need a `file://` URI (untitled buffers are left out) and pass the exclusion globs."""
+    Open documents need a `file://` URI (untitled buffers are left out), must lie inside a workspace root (like
+    every other file: a buffer of another project is not this one's context) and pass the exclusion globs."""
     roots = index.roots_str if index is not None else []
     globs = index.excludes if index is not None else DEFAULT_EXCLUDES
     limit = index.max_file_bytes if index is not None else DEFAULT_MAX_FILE_BYTES
@@ -328,8 +329,8 @@ def _candidates(doc: Document, open_docs: Mapping[str, Document], index: Workspa
     for uri, d in open_docs.items():
         p = uri_path(uri)
         real = os.path.realpath(p) if p is not None else None
-        if real is None or real == here_real or d.is_binary or len(d.text) > limit or _refused(real, roots, globs) \
-                or _refused(os.path.abspath(p), roots, globs):
+        if real is None or real == here_real or root_of(real, roots) is None or d.is_binary or len(d.text) > limit \
+                or _refused(real, roots, globs) or _refused(os.path.abspath(p), roots, globs):
             continue
         opened[real] = d
     order: dict[str, set[str]] = {}  # imported file -> names, in first-import order

@@ -220,6 +220,11 @@ async def test_a_definition_from_an_imported_workspace_file_reaches_the_prompt_a
         secret = await c.text_document_inline_completion_async(
             inline_params((tmp_path / ".env").as_uri(), types.Position(line=0, character=10)))
         assert not secret.items  # an excluded document gets no completion (its text never reaches a prompt)
+        env_range = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=3))
+        acts = await c.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=(tmp_path / ".env").as_uri()), range=env_range,
+            context=types.CodeActionContext(diagnostics=[])))
+        assert not acts  # no code action (each would send its text to the model)
     async with lsp(options={"engine": "fake", "fakeResponse": answers, "contextTokens": 0}, root=tmp_path) as (c, _):
         open_doc(c, uri, main)
         got = await c.text_document_inline_completion_async(inline_params(uri, position(main, len(main) - 1, "utf-16")))

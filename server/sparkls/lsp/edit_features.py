@@ -41,6 +41,14 @@ def _snapshot(ls: SparkServer, uri: str) -> Document:
         raise JsonRpcInvalidParams(f"document is not open: {uri}") from None
 
 
+def _for_model(ls: SparkServer, uri: str) -> Document:
+    """The snapshot of a document whose text may go to the model (not one matching an exclusion glob)."""
+    doc = _snapshot(ls, uri)
+    if ls.session.excluded(uri):
+        raise JsonRpcInvalidParams(f"{uri} matches an exclusion glob (excludeFiles): its text never goes to the model")
+    return doc
+
+
 def _offset(doc: Document, pos: types.Position, encoding: str) -> int:
     try:
         return convert.cursor_offset(doc, pos, encoding)  # type: ignore[arg-type]
@@ -92,6 +100,8 @@ def register(server: SparkServer) -> None:
         resolve_provider=True))
     def code_action(ls: SparkServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         doc = _snapshot(ls, params.text_document.uri)
+        if ls.session.excluded(doc.uri):
+            return []  # its text never goes to the model: no action to offer
         enc = ls.session.encoding
         start, end = _offset(doc, params.range.start, enc), _offset(doc, params.range.end, enc)
         found = actions.available(doc, start, end, _problems(doc, params.context, enc))
@@ -134,7 +144,7 @@ def register(server: SparkServer) -> None:
             raise JsonRpcInvalidParams(str(e)) from None
         if a.kind == "rewrite" and not a.instruction.strip():
             raise JsonRpcInvalidParams("a rewrite needs an instruction (the command's `instruction` argument)")
-        doc = _snapshot(ls, a.uri)
+        doc = _for_model(ls, a.uri)
         if doc.version != a.version:
             raise JsonRpcInvalidParams(f"the action was listed for version {a.version}; the document is at "
                                        f"{doc.version}: ask for code actions again")
@@ -173,6 +183,8 @@ def register(server: SparkServer) -> None:
         version = getattr(params.textDocument, "version", None)
         cursor = _offset(doc, pos, ls.session.encoding)
         empty = {"textDocument": {"uri": uri, "version": doc.version}, "edits": [], "requestId": None}
+        if ls.session.excluded(uri):
+            return empty
         if version is not None and int(version) != doc.version:
             log.info("inlineEdit for v%s, document is v%d: nothing predicted", version, doc.version)
             return empty
@@ -196,7 +208,7 @@ def register(server: SparkServer) -> None:
 async def _compute(ls: SparkServer, a: actions.Action) -> tuple[Document, list[Edit]] | None:
     """Run a chosen action on the snapshot it was listed for: (snapshot, edits), or None when the
     document moved on (stale) or the engine failed (logged, told to the client)."""
-    doc = _snapshot(ls, a.uri)
+    doc = _for_model(ls, a.uri)
     if doc.version != a.version:
         log.info("code action %s listed for v%d, document is v%d: not run", a.kind, a.version, doc.version)
         return None

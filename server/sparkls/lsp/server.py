@@ -138,7 +138,7 @@ def create_server() -> SparkServer:
                 ls.session.settings.engine, ls.session.settings.model, ls.session.settings.model_path):
             log.warning("engine or model changed: restart the server to use it")
             settings = ls.session.settings
-        ls.session.settings = settings
+        ls.session.configure(settings)
 
     @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: SparkServer, params: types.DidOpenTextDocumentParams) -> None:
