@@ -198,8 +198,8 @@ def line_is_finished(doc: Document, cursor: int, line_before: str) -> bool:
     return node.end_point[0] == row and node.type != "ERROR"
 
 
-def _decide_mode(doc: Document, cursor: int, line_before: str, line_after: str) -> tuple[Mode, bool]:
-    if _in_comment_or_string(_node_at(doc, cursor), doc, cursor):
+def _decide_mode(in_text: bool, line_before: str, line_after: str) -> tuple[Mode, bool]:
+    if in_text:  # in a comment or a string
         return "single", False
     if line_before == "" and line_after.strip():
         return "multi", True  # insert whole lines above the cursor line
@@ -254,7 +254,7 @@ def _scope_text(doc: Document, scope: Node | None, lo: int, hi: int) -> str:
     return doc.text[start:lo] + doc.text[hi:end]
 
 
-def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
+def make_frame(doc: Document, cursor: int, budget: Budget, scope: Node | None) -> Frame:
     """A new stable part for a request at `cursor` (when the previous one no longer holds)."""
     text = doc.text
     anchor = typing_anchor(text, cursor, budget.chars(budget.typed_tokens))
@@ -263,7 +263,6 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     # Definitions before the window only: the tree after the cursor changes shape while the user types (an
     # open bracket swallows the next definition into an error node), and a signature flipping in or out of
     # the preamble would invalidate the whole KV cache behind it.
-    scope = enclosing_definition(doc, cursor)
     scope_text = _scope_text(doc, scope, anchor, cursor)
     preamble = build_preamble(doc, start, scope_text, budget.chars(budget.preamble_tokens))
     return Frame(doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor,
@@ -302,7 +301,8 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     line_end = len(text) if line_end == -1 else line_end
     line_before = text[line_start:cursor]
     line_after = text[cursor:line_end].rstrip("\r")
-    mode, insert_lines = _decide_mode(doc, cursor, line_before, line_after)
+    in_text = _in_comment_or_string(_node_at(doc, cursor), doc, cursor)
+    mode, insert_lines = _decide_mode(in_text, line_before, line_after)
     scope = enclosing_definition(doc, cursor)
     min_indent = _python_min_indent(doc, scope, line_before) if doc.language in INDENT_LANGUAGES else None
     # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
@@ -316,10 +316,9 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
               "insert_lines": insert_lines, "closers_needed": closers_needed(doc)}
     if layout == "anchored":
         if frame is None or not frame.holds(doc, cursor, budget):
-            frame = make_frame(doc, cursor, budget)
+            frame = make_frame(doc, cursor, budget, scope)
         middle = text[frame.anchor : cursor - len(heal)]
-        done = not line_after.strip() and line_is_finished(doc, cursor, line_before) \
-            and not _in_comment_or_string(_node_at(doc, cursor), doc, cursor)
+        done = not in_text and not line_after.strip() and line_is_finished(doc, cursor, line_before)
         ctx = Context(anchor=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
                       heal=heal, middle=middle, frame=frame, line_done=done, **common)
         # A finished line that ends in a closing character: the next line(s). One that ends in a word may
