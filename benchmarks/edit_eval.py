@@ -21,7 +21,7 @@
     reach if every drafted token were accepted.
 
 Usage: python benchmarks/edit_eval.py [--parts fix,next,spec,rename,cost] [--fix-limit N] [--next-per-lang N]
-       [--spec-tasks N] [--spec-k 8,16,24] [--threads 1]
+       [--spec-tasks N] [--spec-k 8,16,24] [--threads 1] [--model NAME] [--out PATH]
 Parts not run keep their earlier results in the output file.
 """
 
@@ -412,9 +412,11 @@ def cpu_name() -> str:
 # -- main ------------------------------------------------------------------------------------------
 async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     parts = set(args.parts.split(","))
-    base = {"threads": args.threads}
+    base: dict[str, Any] = {"threads": args.threads, **({"model": args.model}
+                                                         if args.model else {})}
     measured = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {cpu_name()}", "threads": args.threads,
-                "sandbox": "netns" if SANDBOX else "none", "date": time.strftime("%Y-%m-%d")}
+                "sandbox": "netns" if SANDBOX else "none", "date": time.strftime("%Y-%m-%d"),
+                "model": base.get("model", "default"), "command": " ".join(["python3", *sys.argv])}
 
     def done(part: str) -> None:
         """Part measured: say where and when, and write the file (a later part failing loses nothing)."""
@@ -500,6 +502,7 @@ def main() -> int:
     ap.add_argument("--spec-k", default="16,32")
     ap.add_argument("--rename-tasks", type=int, default=16)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--model", default="", help="a bundled model name (qwen2.5-coder-1.5b); default: the server's")
     ap.add_argument("--out", default=str(RESULTS / "edit_eval.json"))
     args = ap.parse_args()
     if not EVAL.is_dir():

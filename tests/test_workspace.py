@@ -258,3 +258,20 @@ def test_a_real_module_importing_segment_gets_its_definition(shared):
     segment = next(s for s in out if s.path == "rich/segment.py")
     assert "class Segment(NamedTuple):\n    text: str\n" in segment.text
     assert "    def line(cls) -> \"Segment\": ..." in segment.text
+
+
+def test_a_tight_budget_gives_every_imported_name_its_header_before_any_body(tmp_path):
+    doc, _, index = workspace(tmp_path)
+    [snippet] = gather(doc, {}, index, "    return area(b)", 70)
+    assert snippet.text == "def area(b): ...\n\nclass Box: ..."  # area is used near the cursor, Box only imported
+    [roomier] = gather(doc, {}, index, "    return area(b)", 2000)
+    assert roomier.text.startswith("def area(b):\n    return b.w * b.h\n\nclass Box: ...")
+
+
+def test_no_similarity_window_comes_from_a_files_import_block(tmp_path):
+    write(tmp_path, {"lib.py": "from typing import Any, Dict, List, Optional\nimport os\n\n\n"
+                     + "".join(f"def f{i}():\n    pass\n\n" for i in range(12))})
+    doc, cursor = doc_at("import lib\nfrom typing import Any, Dict, List, Optional\n\nx: Dict[str, Any] = {}<|>\n",
+                         uri=(tmp_path / "main.py").as_uri())
+    out = gather(doc, {}, WorkspaceIndex([tmp_path]), doc.text[:cursor], 1000)
+    assert not any("import" in s.text for s in out)

@@ -68,8 +68,8 @@ class Settings:
         "window centred on the cursor (the naive baseline). The last two are kept for the benchmarks.",
         LAYOUTS))
     context_tokens: int = field(default=512, metadata=_opt(
-        "contextTokens", "Budget for other files in the prompt: definitions of the names used near the cursor "
-        "from the files this one imports, and the most similar snippets of those files and of other open "
+        "contextTokens", "Budget for other files in the prompt: the header of every name this file imports "
+        "from the workspace, the definitions of the names used near the cursor, and the most similar snippets of those files and of other open "
         "documents (inside the workspace folders). Gathered when the prompt's stable part is rebuilt and the "
         "cursor is in another definition (or in none); 0 turns it off.", lo=0,
         hi=16384))

@@ -114,6 +114,7 @@ class _Definition:
     last: int
     text: str  # whole, or its signature / outline when long
     brief: str  # what to try when `text` does not fit (a class without its methods)
+    stub: str  # its header alone: what every imported name gets first
 
 
 @dataclass(frozen=True)
@@ -185,19 +186,28 @@ def _class_outline(doc: Document, outer: Node, body: Node, methods: bool) -> str
     return "\n".join([*out, "}"] if brace else out)
 
 
-def _render(doc: Document, outer: Node, inner: Node) -> tuple[str, str] | None:
-    """(the definition whole if short, else its signature or class outline; a briefer fallback)."""
+def _stub(doc: Document, outer: Node, body: Node | None) -> str:
+    """The definition's header with the body elided (`class Text(JupyterMixin): ...`), or its first line."""
+    if body is None:
+        return _text(doc, outer.start_byte, outer.end_byte).split("\n", 1)[0]
+    head = _text(doc, outer.start_byte, body.start_byte).rstrip()
+    return head + (" ..." if doc.language in INDENT_LANGUAGES else " { ... }")
+
+
+def _render(doc: Document, outer: Node, inner: Node) -> tuple[str, str, str] | None:
+    """(the definition whole if short, else its signature or class outline; a briefer fallback; its header)."""
+    body = _body(inner)
     if outer.end_point[0] - outer.start_point[0] < SHORT_LINES:
         text = _text(doc, outer.start_byte, outer.end_byte)
-        return text, text
-    body = _body(inner)
+        return text, text, _stub(doc, outer, body)
     if body is None:
         return None
     if inner.type in _CLASSLIKE:
-        return _class_outline(doc, outer, body, methods=True), _class_outline(doc, outer, body, methods=False)
+        return (_class_outline(doc, outer, body, methods=True), _class_outline(doc, outer, body, methods=False),
+                _stub(doc, outer, body))
     owner = body.parent if body.parent is not None else inner
     text = _text(doc, outer.start_byte, owner.start_byte) + signature(doc, owner)
-    return text, text
+    return text, text, text
 
 
 def _outline(doc: Document) -> _Outline:
@@ -213,8 +223,9 @@ def _outline(doc: Document) -> _Outline:
         rendered = _render(doc, outer, inner) if names else None  # decorators and `export` included
         defs.extend(_Definition(n, outer.start_point[0], outer.end_point[0], *rendered) for n in names if rendered)
     lines = tuple(doc.text.splitlines())
+    body = min((d.first for d in defs), default=0)  # the imports above it match every file's names: no windows
     windows = tuple((s, frozenset(_IDENT.findall("\n".join(lines[s : s + WINDOW]))))
-                    for s in range(0, max(len(lines) - WINDOW, 0) + STEP, STEP))
+                    for s in range(body, max(len(lines) - WINDOW, body) + STEP, STEP))
     result = _Outline(lines, tuple(defs), tuple(w for w in windows if w[1]))
     _OUTLINES[doc] = result
     return result
@@ -352,34 +363,45 @@ def gather(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceInd
            budget_chars: int) -> list[Snippet]:
     """Context from other files for a completion in `doc`, `near` being the code around the cursor.
 
-    First the top-level definitions of the names `near` uses (or the current file imports by name) in the files
-    it imports, whole when short, else their signature or class outline; then the ~12-line windows of imported
-    and open files most similar to `near` (Jaccard over identifiers). One `Snippet` per file, parts in file
-    order; the paths, texts and separators fit in `budget_chars`. Deterministic for the same inputs."""
+    Three passes over the files it imports and the open documents: (1) the header of every top-level definition
+    that `near` uses or the current file imports by name (`class Text(JupyterMixin): ...`, names used near the
+    cursor first), so the model knows what each name it may write is; (2) the definitions `near` uses, upgraded
+    to their whole text when short, else their signature or class outline; (3) with what is left, the ~12-line
+    windows most similar to `near` (Jaccard over identifiers). One `Snippet` per file, parts in file order; the
+    paths, texts and separators fit in `budget_chars`. Deterministic for the same inputs."""
     if budget_chars <= 0 or refused(doc.uri, index):
         return []
     cands = _candidates(doc, open_docs, index)
     used = frozenset(_IDENT.findall(near))
-    taken: dict[int, list[tuple[int, int, str]]] = {}
+    taken: dict[int, dict[tuple[int, int], str]] = {}  # file -> (first line, last line) -> text
     spent = 0
 
-    def take(ci: int, first: int, last: int, *texts: str) -> None:
+    def put(ci: int, first: int, last: int, text: str) -> bool:
+        """Add a part, or replace the part of the same lines; False when it overlaps another or does not fit."""
         nonlocal spent
-        parts = taken.get(ci, [])
-        if any(first <= b and a <= last for a, b, _ in parts):
-            return
-        for text in texts:  # the first that fits
-            cost = len(text) + 2 + (0 if parts else len(cands[ci].path) + 16)  # + the file's header, separators
-            if spent + cost <= budget_chars:
-                taken.setdefault(ci, []).append((first, last, text))
-                spent += cost
-                return
+        parts = taken.get(ci, {})
+        old = parts.get((first, last))
+        if old is None and any(first <= b and a <= last for a, b in parts):
+            return False
+        cost = len(text) - (len(old) if old is not None else -2) + (0 if parts else len(cands[ci].path) + 16)
+        if spent + cost > budget_chars:
+            return False
+        taken.setdefault(ci, {})[(first, last)] = text
+        spent += cost
+        return True
 
     wanted = sorted((d.name not in used, ci, i) for ci, c in enumerate(cands) if c.imported
                     for i, d in enumerate(c.outline.definitions) if d.name in used or d.name in c.names)
     for _, ci, i in wanted:
         d = cands[ci].outline.definitions[i]
-        take(ci, d.first, d.last, d.text, d.brief)
+        put(ci, d.first, d.last, d.stub)
+    for elsewhere, ci, i in wanted:
+        if elsewhere:
+            break  # the rest are imported but not used near the cursor: their headers are enough
+        d = cands[ci].outline.definitions[i]
+        for text in (d.text, d.brief):  # the first that fits
+            if text != d.stub and put(ci, d.first, d.last, text):
+                break
     if used:
         scored = sorted((-common / (len(ids) + len(used) - common), ci, start) for ci, c in enumerate(cands)
                         for start, ids in c.outline.windows if (common := len(ids & used)))  # Jaccard
@@ -388,5 +410,5 @@ def gather(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceInd
                 break  # no room left for a window
             lines = cands[ci].outline.lines
             last = min(start + WINDOW, len(lines)) - 1
-            take(ci, start, last, "\n".join(lines[start : last + 1]))
-    return [Snippet(cands[ci].path, "\n\n".join(t for _, _, t in sorted(taken[ci]))) for ci in sorted(taken)]
+            put(ci, start, last, "\n".join(lines[start : last + 1]))
+    return [Snippet(cands[ci].path, "\n\n".join(t for _, t in sorted(taken[ci].items()))) for ci in sorted(taken)]
