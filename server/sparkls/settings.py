@@ -69,9 +69,9 @@ class Settings:
         LAYOUTS))
     context_tokens: int = field(default=512, metadata=_opt(
         "contextTokens", "Budget for other files in the prompt: the header of every name this file imports "
-        "from the workspace, the definitions of the names used near the cursor, and the most similar snippets of those files and of other open "
-        "documents (inside the workspace folders). Gathered when the prompt's stable part is rebuilt and the "
-        "cursor is in another definition (or in none); 0 turns it off.", lo=0,
+        "from the workspace, the definitions of the names used near the cursor, and the most similar snippets "
+        "of those files and of other open documents (inside the workspace folders). Gathered when the prompt's "
+        "stable part is rebuilt and the cursor is in another definition (or in none); 0 turns it off.", lo=0,
         hi=16384))
     exclude_files: tuple[str, ...] = field(default=(), metadata=_opt(
         "excludeFiles", "Globs of files that never reach a prompt, added to the built-in ones for secrets "
