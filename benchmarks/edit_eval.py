@@ -47,9 +47,9 @@ from typing import Any
 
 from lsprotocol import types
 from sandbox import SANDBOX, run_program
-from sparkls import edits
-from sparkls.lsp.client import Client, position
-from sparkls.lsp.positions import LineIndex
+from sparkls.edit import diff
+from sparkls.text.positions import LineIndex
+from sparkls.tools.client import Client, position
 
 ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT.parent / "shared" / "eval"
@@ -70,9 +70,9 @@ def apply_workspace_edit(text: str, edit: Any) -> str:
     tdes = edit.document_changes or []
     tes = [e for tde in tdes for e in tde.edits] if tdes else [e for es in (edit.changes or {}).values() for e in es]
     idx = LineIndex.of(text)
-    spans = [edits.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+    spans = [diff.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
                         idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.new_text) for e in tes]
-    return edits.apply(text, spans)
+    return diff.apply(text, spans)
 
 
 def failure_message(stderr: str) -> str:
@@ -172,8 +172,8 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
         rec = await last_engine_record(client)
         client.close(uri)
         ok = run_program(new + tests)[0]
-        ours = edits.changed_chars(edits.diff(text, new))
-        ref = edits.changed_chars(edits.diff(text, task["prompt"] + task["canonical_solution"]))
+        ours = diff.changed_chars(diff.diff(text, new))
+        ref = diff.changed_chars(diff.diff(text, task["prompt"] + task["canonical_solution"]))
         out.append({"task_id": task["task_id"], "pass": ok, "buggy_passed": buggy_ok, "diagnostic": message,
                     "changed_chars": ours, "reference_changed_chars": ref, "ms": ms,
                     "decode_tokens": rec.decode_tokens if rec else 0, "decode_tps": tps(rec),
@@ -261,9 +261,9 @@ async def run_next(client: Client, rows: list[dict[str, Any]]) -> list[dict[str,
         idx = LineIndex.of(text)
         ws = idx.offset(r.range.start.line, r.range.start.character, "utf-16")
         we = idx.offset(r.range.end.line, r.range.end.character, "utf-16")
-        spans = [edits.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+        spans = [diff.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
                             idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.newText) for e in r.edits]
-        predicted = edits.apply(text, spans)
+        predicted = diff.apply(text, spans)
         fits = ws <= tstart and tend <= we
         grow = len(t["added"]) - len(t["removed"])
         em = fits and predicted[ws : len(predicted) - (len(text) - we)] == expected_text[ws : we + grow]

@@ -36,11 +36,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from latency import pick_targets  # noqa: E402
-from sparkls import context, prompt  # noqa: E402
-from sparkls.document import Document  # noqa: E402
+from sparkls.completion import context, prompt  # noqa: E402
 from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority  # noqa: E402
 from sparkls.engine.metrics import percentile  # noqa: E402
 from sparkls.settings import Settings  # noqa: E402
+from sparkls.text.document import Document  # noqa: E402
 
 from tests.servers import VLLM_TEST_ENV, vllm_server  # noqa: E402
 from tests.tiny_model import build  # noqa: E402

@@ -11,7 +11,7 @@ How, per model (`--models`), one system after the other (never two at once):
   `<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>` with the document before the cursor cut to
   its last 1472 tokens and after it to its first 512, greedy, 64 tokens for a line / 256 for a block,
   stopped at `<|endoftext|>`, the model's EOS and the FIM / repo / file-separator tokens, no post-processing;
-- `sparkls`: the real server over stdio (`sparkls.lsp.client.Client`), one `textDocument/inlineCompletion`
+- `sparkls`: the real server over stdio (`sparkls.tools.client.Client`), one `textDocument/inlineCompletion`
   per task (trigger Automatic, i.e. typing defaults, unless `--invoked`), the document opened at a path
   under the task's workspace root (sent as `rootUri` / `workspaceFolders`) for the cross-file sets;
 - `sparkls-noctx` (cross-file sets only): the same with `contextTokens: 0` (no other files).
@@ -68,7 +68,7 @@ import fim_tasks
 from fim_tasks import PLACEMENTS, SETS, Source, Task
 from sandbox import SANDBOX, run_program
 from sparkls.engine.model_files import ModelUnavailable, resolve_model_path
-from sparkls.lsp.client import Client
+from sparkls.tools.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}

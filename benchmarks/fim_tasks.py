@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sparkls.syntax import parse
+from sparkls.text.syntax import parse
 from tree_sitter import Node
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"

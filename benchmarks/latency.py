@@ -45,9 +45,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sparkls import context
-from sparkls.document import Document
-from sparkls.lsp.client import Client
+from sparkls.completion import context
+from sparkls.text.document import Document
+from sparkls.tools.client import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"

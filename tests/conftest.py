@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from sparkls.document import Document
+from sparkls.text.document import Document
 
 CURSOR = "<|>"
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

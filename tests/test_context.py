@@ -1,8 +1,8 @@
 """Context at a cursor: mode, scope limits, stable anchors, preamble, token healing."""
 
 from conftest import doc_at
-from sparkls import context
-from sparkls.context import Budget
+from sparkls.completion import context
+from sparkls.completion.context import Budget
 
 PY = '''import os
 from typing import Any

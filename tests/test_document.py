@@ -2,7 +2,7 @@
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sparkls.document import Document
+from sparkls.text.document import Document
 
 SRC = "def f(x):\n    return x + 1\n\n\nclass A:\n    def g(self):\n        pass\n"
 

@@ -2,9 +2,9 @@
 next-edit history, and the region tracker of streaming edits."""
 
 import pytest
-from sparkls import actions, nextedit, regions, rewrite
-from sparkls.document import Document
-from sparkls.streaming import RegionTracker, UserEdited
+from sparkls.edit import actions, nextedit, regions, rewrite
+from sparkls.edit.live import RegionTracker, UserEdited
+from sparkls.text.document import Document
 
 from tests.conftest import doc_at
 
@@ -154,14 +154,16 @@ def test_lines_the_model_echoed_from_outside_the_region_are_dropped():
 
 
 def test_the_session_follows_changes_and_a_reopened_document_starts_afresh():
+    from sparkls.edit.service import EditService
     from sparkls.session import Session
 
     s = Session()
+    edits = EditService(s)  # hears of every change: the next-edit history
     doc = s.open("file:///t.py", "python", 1, "a = 1\n")
-    s.record_change(doc, 4, 5, "2", 2)
-    s.update(doc.edit(4, 5, "2", 2))
+    s.update(s.change(doc, 4, 5, "2", 2))
     assert s.changes("file:///t.py", 1) == [(2, 4, 5, "2")]
-    assert len(s.histories["file:///t.py"].hunks) == 1
+    assert s.snapshot("file:///t.py").text == "a = 2\n"
+    assert len(edits.histories["file:///t.py"].hunks) == 1
     s.open("file:///t.py", "python", 1, "b = 1\n")  # closed and opened again: versions restart
     assert s.changes("file:///t.py", 0) is None  # the log of the old lifetime is gone
-    assert "file:///t.py" not in s.histories
+    assert "file:///t.py" not in edits.histories

@@ -110,9 +110,9 @@ async def test_background_and_code_action_work_keep_the_interactive_prompts_kv_c
 
 async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_accepted():
     require("llama_cpp", "the embedded engine")
-    from sparkls import rewrite
-    from sparkls.document import Document
+    from sparkls.edit import rewrite
     from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+    from sparkls.text.document import Document
 
     doc = Document.open("file:///w/h.py", "python", 1, HEADER)
     p = rewrite.render(doc, 0, len(HEADER), "Rename the parameter `x` to `value` in every function.")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import threading
 
-from sparkls.engine.base import GenerationStats, Priority
-from sparkls.engine.metrics import percentile, summarize, summary_line
+from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
+from sparkls.engine.fake import FakeEngine
+from sparkls.engine.metrics import Recorder, percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
 from sparkls.engine.stops import StopSeam, stop_prefix_len, stop_start
@@ -67,6 +68,23 @@ def test_metrics_are_summarized_per_request_class():
     assert percentile([], 50) == 0.0 and percentile([3, 1, 2], 90) == 3
 
 
+def test_the_recorder_keeps_the_stats_of_the_latest_requests_and_hands_them_back():
+    rec = Recorder(size=2)
+    stats = [GenerationStats(decode_tokens=i) for i in range(3)]
+    assert rec.record("a", stats[0]) is stats[0]
+    rec.record("b", stats[1])
+    rec.record("c", stats[2])
+    assert list(rec.completed) == [("b", stats[1]), ("c", stats[2])]
+
+
+async def test_an_engines_completed_requests_are_the_ones_its_recorder_kept():
+    engine = FakeEngine("x = 1\n")
+    events = [ev async for ev in engine.stream(GenerationRequest("p", id="r-1"))]
+    assert isinstance(events[-1], Finished)
+    assert engine.completed is engine.recorder.completed
+    assert list(engine.completed) == [("r-1", events[-1].stats)]
+
+
 def test_sse_payloads_stop_at_done():
     lines = [": keep-alive", 'data: {"choices": [{"text": "a"}]}', "", 'data: {"choices": [{"text": "b"}]}',
              "data: [DONE]", 'data: {"never": 1}']
@@ -111,6 +129,7 @@ def test_the_api_key_is_not_shown_in_settings_or_their_error_messages():
 
 
 async def test_shutting_the_session_down_twice_closes_the_engine_once():
+    from sparkls.completion.service import CompletionService
     from sparkls.engine.fake import FakeEngine
     from sparkls.session import Session
 
@@ -121,10 +140,11 @@ async def test_shutting_the_session_down_twice_closes_the_engine_once():
             closes.append(1)
 
     session = Session(engine=Counting())
+    completions = CompletionService(session)
     await session.shutdown()  # the client's `shutdown` request
     await session.shutdown()  # then the transport closing
     assert closes == [1]
-    assert (await session.metrics())["engineName"] == "fake"
+    assert (await completions.metrics()).engine_name == "fake"
 
 
 def test_longest_match_locks_onto_the_longest_earlier_occurrence():

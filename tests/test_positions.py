@@ -2,7 +2,7 @@
 
 from hypothesis import given
 from hypothesis import strategies as st
-from sparkls.lsp.positions import ENCODINGS, LineIndex, units_in
+from sparkls.text.positions import ENCODINGS, LineIndex, units_in
 
 TEXT = "a😀b\r\n漢字x\rlast\n"
 

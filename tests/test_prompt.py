@@ -4,7 +4,7 @@ import dataclasses
 import itertools
 
 from conftest import doc_at
-from sparkls import context, prompt
+from sparkls.completion import context, prompt
 
 
 def test_qwen_prompt_puts_the_suffix_before_the_typed_text():

@@ -1,8 +1,8 @@
 """Stopping and trimming: end of line, end of scope, suffix repeats, brackets."""
 
 from conftest import doc_at
-from sparkls import context
-from sparkls.stream import StopPolicy, finalize, trim_line_overlap, unheal
+from sparkls.completion import context
+from sparkls.completion.stopping import StopPolicy, finalize, trim_line_overlap, unheal
 
 
 def run(text_with_cursor, generated, language="python"):

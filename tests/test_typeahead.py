@@ -1,6 +1,6 @@
 """Typed-ahead cache: serve the rest of a suggestion while the user types it."""
 
-from sparkls import typeahead
+from sparkls.completion import typeahead
 
 TEXT = "def f(x):\n    \n"
 CURSOR = TEXT.index("    \n") + 4

@@ -6,18 +6,10 @@ import os
 from pathlib import Path
 
 import pytest
-from sparkls.document import Document
-from sparkls.workspace import (
-    DEFAULT_EXCLUDES,
-    ImportRef,
-    Snippet,
-    WorkspaceIndex,
-    excluded,
-    gather,
-    imports,
-    refused,
-    resolve,
-)
+from sparkls.text.document import Document
+from sparkls.workspace.files import DEFAULT_EXCLUDES, WorkspaceIndex, excluded, refused
+from sparkls.workspace.imports import ImportRef, imports, resolve
+from sparkls.workspace.snippets import Snippet, gather
 
 from tests.conftest import doc_at
 

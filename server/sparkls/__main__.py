@@ -1,6 +1,6 @@
 import sys
 
-from sparkls.cli import main
+from sparkls.tools.cli import main
 
 # The guard matters: vLLM starts its engine-core process with `spawn`, which re-imports this
 # module as `__mp_main__`; without it the child would start a second language server.

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from sparkls.context import LAYOUTS
 from sparkls.engine.model_files import BUNDLED, DEFAULT_MODEL
-from sparkls.prompt import FAMILIES
-from sparkls.workspace import DEFAULT_EXCLUDES
+from sparkls.engine.options import EngineOptions, FakeOptions, LlamaCppOptions, OpenAIOptions, VllmOptions
+from sparkls.workspace.files import DEFAULT_EXCLUDES
 
 ENGINES = ("llamacpp", "vllm", "openai", "fake")
+LAYOUTS = ("anchored", "prefix", "centered")  # `completion.context.build` lays each out
+FAMILIES = ("qwen", "starcoder", "deepseek", "codellama")  # `completion.prompt.TEMPLATES` has one per family
 
 
 def _opt(wire: str, doc: str, choices: tuple[str, ...] | None = None, lo: int | None = None,
@@ -150,8 +151,29 @@ class Settings:
     log_level: str = field(default="info", metadata=_opt(
         "logLevel", "Server log level (logs go to stderr).", ("debug", "info", "warning", "error")))
 
+    def engine_options(self) -> EngineOptions:
+        """What `engine.create_engine` builds the chosen engine from."""
+        spec = self.speculative_tokens  # 0: the engine's own default
+        if self.engine == "fake":
+            return FakeOptions(self.fake_response, self.fake_token_delay_ms / 1000)
+        if self.engine == "vllm":
+            return VllmOptions(
+                model=self.model_path, max_model_len=self.context_size, prefix_caching=self.kv_cache,
+                priority_scheduling=self.priority_scheduling, block_size=self.vllm_block_size,
+                kv_cache_mb=self.vllm_kv_cache_mb, max_num_seqs=self.vllm_max_num_seqs,
+                pause_lower=self.vllm_pause_lower, speculation=self.speculation,
+                speculative_tokens=spec or VllmOptions.speculative_tokens)
+        if self.engine == "openai":
+            return OpenAIOptions(url=self.openai_url, model=self.openai_model, api_key=self.openai_api_key,
+                                 timeout_s=self.openai_timeout_s, retries=self.openai_retries,
+                                 send_priority=self.priority_scheduling)
+        return LlamaCppOptions(model_path=self.model_path, model=self.model, n_ctx=self.context_size,
+                               threads=self.threads, reuse_cache=self.kv_cache, priority=self.priority_scheduling,
+                               speculation=self.speculation,
+                               speculative_tokens=spec or LlamaCppOptions.speculative_tokens)
 
-def _coerce(name: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
+
+def _coerce(value: Any, default: Any, meta: Mapping[str, Any]) -> Any:
     if isinstance(default, tuple):
         if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
             raise ValueError("expected a list of strings")
@@ -174,13 +196,14 @@ def _coerce(name: str, value: Any, default: Any, meta: Mapping[str, Any]) -> Any
     return value
 
 
-def resolve(options: Mapping[str, Any] | None, base: Settings | None = None) -> tuple[Settings, list[str]]:
-    """Settings from wire options; returns the problems found (each fell back to its default)."""
+def resolve(wire_options: object, base: Settings | None = None) -> tuple[Settings, list[str]]:
+    """Settings from wire options (any JSON value); returns the problems found (each fell back to its default)."""
     base = base or Settings()
-    if options is None:
+    if wire_options is None:
         return base, []
-    if not isinstance(options, Mapping):
-        return base, [f"settings must be an object, got {type(options).__name__}"]
+    if not isinstance(wire_options, Mapping):
+        return base, [f"settings must be an object, got {type(wire_options).__name__}"]
+    options: Mapping[str, Any] = wire_options
     if isinstance(options.get("sparkls"), Mapping):
         options = options["sparkls"]
     changes: dict[str, Any] = {}
@@ -190,7 +213,7 @@ def resolve(options: Mapping[str, Any] | None, base: Settings | None = None) -> 
         if wire not in options or options[wire] is None:
             continue
         try:
-            changes[f.name] = _coerce(f.name, options[wire], f.default, f.metadata)
+            changes[f.name] = _coerce(options[wire], f.default, f.metadata)
         except ValueError as e:
             shown = "(hidden)" if f.metadata["secret"] else repr(options[wire])
             problems.append(f"`{wire}`: {shown} is invalid ({e}); using {f.default!r}")

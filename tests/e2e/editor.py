@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from lsprotocol import types
 from pytest_lsp import LanguageClient
-from sparkls.lsp.client import read_code_actions_as_code_actions
+from sparkls.tools.client import read_code_actions_as_code_actions
 
 from tests.e2e.lsp_client import open_doc, position
 from tests.test_edits import apply_lsp, lsp_offset

@@ -15,9 +15,11 @@ from __future__ import annotations
 import collections
 import enum
 import itertools
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
+
+CHARS_PER_TOKEN = 3.0  # characters of code per token, for budgets set in tokens before anything is tokenized
 
 _ids = itertools.count(1)
 
@@ -105,9 +107,9 @@ class EngineError(RuntimeError):
 @runtime_checkable
 class Engine(Protocol):
     name: str
-    completed: collections.deque[tuple[str, GenerationStats]]  # (request id, stats) of recent requests
+    completed: collections.deque[tuple[str, GenerationStats]]  # (request id, stats) of recent requests (`Recorder`)
 
-    def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         """Generate for `request`; the last event is a `Finished`."""
         ...
 

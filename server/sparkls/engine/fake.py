@@ -8,15 +8,35 @@ requests were aborted, so tests can prove that cancelling an LSP request stopped
 from __future__ import annotations
 
 import asyncio
-import collections
+import json
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 
 from sparkls.engine.base import Delta, Event, Finished, GenerationRequest, GenerationStats, Health
+from sparkls.engine.metrics import Recorder
 
 
 def _default_script(prompt: str) -> str:
     return "return 42\n"
+
+
+def scripted(response: str) -> Callable[[str], str] | str:
+    """The fake engine's script: a fixed answer, or a JSON object {"text in the prompt": answer, ...}
+    where the last key found in the prompt picks the answer and "" is the default."""
+    if not response.startswith("{"):
+        return response
+    try:
+        table = json.loads(response)
+    except ValueError:
+        return response
+    if not isinstance(table, dict):
+        return response
+
+    def pick(prompt: str) -> str:
+        found = [k for k in table if k and k in prompt]
+        return str(table[found[-1]] if found else table.get("", ""))
+
+    return pick
 
 
 class FakeEngine:
@@ -35,10 +55,11 @@ class FakeEngine:
         self.aborted: list[str] = []
         self.finished: list[str] = []
         self._aborts: set[str] = set()
-        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self.recorder = Recorder()
+        self.completed = self.recorder.completed
         self._lock = asyncio.Lock()
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         t0 = time.perf_counter()
         async with self._lock:  # one sequence at a time, like the embedded engine
             queue_ms = (time.perf_counter() - t0) * 1000
@@ -67,13 +88,11 @@ class FakeEngine:
                     yield Delta(text[i : i + self.chars_per_token])
             except (asyncio.CancelledError, GeneratorExit):
                 await self.abort(request.id)
-                self.completed.append((request.id, stats("abort")))
+                self.recorder.record(request.id, stats("abort"))
                 raise
             reason = "abort" if request.id in self._aborts else ("length" if n >= request.max_tokens else "stop")
             self.finished.append(request.id)
-            final = stats(reason)
-            self.completed.append((request.id, final))
-            yield Finished(final)
+            yield Finished(self.recorder.record(request.id, stats(reason)))
 
     async def abort(self, request_id: str) -> None:
         if request_id not in self._aborts:

@@ -15,13 +15,12 @@ work never evicts the interactive prompt's cache, and a paused request resumes w
 from __future__ import annotations
 
 import asyncio
-import collections
 import concurrent.futures
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,28 +35,17 @@ from sparkls.engine.base import (
     Priority,
 )
 from sparkls.engine.lookup import LookupDrafter
-from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
+from sparkls.engine.metrics import Recorder
+from sparkls.engine.model_files import resolve_model_path
+from sparkls.engine.options import LlamaCppOptions
 from sparkls.engine.scheduler import PriorityScheduler
+from sparkls.engine.stops import stop_start
 
 log = logging.getLogger(__name__)
 
 
 def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
-
-
-@dataclass(frozen=True)
-class LlamaCppOptions:
-    model_path: str = ""  # empty: the bundled `model`
-    model: str = DEFAULT_MODEL
-    n_ctx: int = 4096
-    threads: int = 0  # 0 = default_threads()
-    n_batch: int = 256
-    prefill_chunk: int = 64
-    reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
-    priority: bool = True  # False: first come, first served, no preemption
-    speculation: str = "off"  # "ngram": prompt-lookup drafts for rewrite requests
-    speculative_tokens: int = 32  # the longest draft; the drafter adapts below it (engine/lookup.py)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
@@ -112,6 +100,10 @@ class _Job:
     drafted: int = 0  # speculation: draft tokens proposed and accepted
     accepted: int = 0
 
+    def ran_ms(self, started: float) -> float:
+        """Time spent running, over all turns, with the one that began at `started`."""
+        return self.busy_ms + (time.perf_counter() - started) * 1000
+
     def stats(self, reason: str) -> GenerationStats:
         decode_ms = (time.perf_counter() - self.t_first) * 1000 if self.generated else 0.0
         return GenerationStats(self.prompt_tokens, self.reused, self.queue_ms, self.prefill_ms, self.ttft_ms,
@@ -131,7 +123,8 @@ class LlamaCppEngine:
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
         self._cancels: dict[str, threading.Event] = {}
-        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self.recorder = Recorder()
+        self.completed = self.recorder.completed
         self._sched: PriorityScheduler[_Job] = PriorityScheduler()
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._worker, name="llamacpp", daemon=True)
@@ -213,100 +206,118 @@ class LlamaCppEngine:
         self._ctx.decode(self._llm._batch)
 
     def _finish(self, job: _Job, reason: str) -> None:
-        stats = job.stats(reason)
-        self.completed.append((job.req.id, stats))
-        job.emit(Finished(stats))
+        job.emit(Finished(self.recorder.record(job.req.id, job.stats(reason))))
 
     def _pause(self, job: _Job, now: float) -> None:
         """A more urgent request waits: put this one back at its place; it resumes from its tokens."""
         job.preemptions += 1
-        self._sched.preemptions += 1
         job.last_stop = now
         log.debug("%s paused for a more urgent request", job.req.id)
-        self._sched.submit(self._priority(job.req), job, job.arrival)
+        self._sched.requeue(self._priority(job.req), job, job.arrival)
 
     def _run(self, job: _Job) -> None:
-        req, cancel = job.req, job.cancel
+        """One turn of `job` on the worker: it ends (finished, aborted) or is paused for a more urgent request."""
         started = time.perf_counter()
         job.queue_ms += (started - job.last_stop) * 1000
-        llm = self._llm
-        if llm is None:
+        if self._llm is None:
             raise EngineError(f"model not loaded: {self._load_error}")
-        if cancel.is_set():
+        if job.cancel.is_set():
             self._finish(job, "abort")
             return
-        first_run = job.tokens is None
-        if job.tokens is None:
-            tokens = llm.tokenize(req.prompt.encode("utf-8"), add_bos=False, special=True)
+        tokens, seq, reused = self._prepare(job)
+        if not self._prefill(job, tokens, seq, reused, started):
+            return
+        reason = self._generate(job, tokens, seq, started)
+        if reason is None:
+            return
+        job.busy_ms = job.ran_ms(started)
+        self._finish(job, reason)
+
+    def _prepare(self, job: _Job) -> tuple[list[int], int, int]:
+        """Tokenize the prompt on the first turn (an over-long one keeps its end, the cursor side), and drop the
+        KV of the job's sequence past its common prefix with the tokens: (tokens, sequence, tokens reused)."""
+        req = job.req
+        tokens = job.tokens
+        first_run = tokens is None
+        if tokens is None:
+            tokens = self._llm.tokenize(req.prompt.encode("utf-8"), add_bos=False, special=True)
             room = self.options.n_ctx - req.max_tokens - 1
-            if len(tokens) > room:  # keep the end (cursor side) of an over-long prompt
+            if len(tokens) > room:
                 tokens = tokens[len(tokens) - room :]
             job.tokens = tokens
             job.prompt_tokens = len(tokens)
-        tokens = job.tokens
         seq = self._slot(req)
         reused = min(common_prefix(self._slots[seq], tokens), len(tokens) - 1) if self.options.reuse_cache else 0
         if first_run:
             job.reused = min(reused, job.prompt_tokens)
         self._ctx.kv_cache_seq_rm(seq, reused, -1)
         self._slots[seq] = tokens[:reused]
+        return tokens, seq, reused
 
-        def ran_ms() -> float:
-            return job.busy_ms + (time.perf_counter() - started) * 1000
-
-        def must_stop() -> bool:
-            """Cancelled (finish as abort) or outranked (pause); checked between chunks and tokens."""
-            if cancel.is_set():
-                job.busy_ms = ran_ms()
-                self._finish(job, "abort")
-                return True
-            if self._sched.should_yield(self._priority(req)):
-                job.busy_ms = ran_ms()
-                self._pause(job, time.perf_counter())
-                return True
-            return False
-
+    def _prefill(self, job: _Job, tokens: list[int], seq: int, reused: int, started: float) -> bool:
+        """Evaluate the tokens after the reused prefix, `prefill_chunk` at a time; False when the job stopped
+        between chunks (aborted or paused)."""
         chunk = self.options.prefill_chunk
         prefill_end = len(tokens) - 1  # the last token is evaluated by the first decode step
         for i in range(reused, prefill_end, chunk):
-            if must_stop():
-                return
+            if self._must_stop(job, started):
+                return False
             end = min(i + chunk, prefill_end)
             self._eval(seq, tokens[i:end], i, logits_all=False)
             self._slots[seq] = tokens[:end]
         if job.generated == 0:
-            job.prefill_ms = ran_ms()
-        reason = "length"
-        vocab = llm._model.vocab
+            job.prefill_ms = job.ran_ms(started)
+        return True
+
+    def _generate(self, job: _Job, tokens: list[int], seq: int, started: float) -> str | None:
+        """Decode and pass on text until an end-of-generation token or a stop string ("stop"), `max_tokens`
+        ("length"), or the job stops between tokens (None: aborted or paused)."""
+        req = job.req
+        vocab = self._llm._model.vocab
         speculate = req.rewrite and self.options.speculation == "ngram"
         drafter = LookupDrafter(k_max=self.options.speculative_tokens) if speculate else None
         for tok in self._decode(seq, tokens, job, drafter):
             if job.generated == 0:
                 job.t_first = time.perf_counter()
-                job.ttft_ms = ran_ms()
+                job.ttft_ms = job.ran_ms(started)
             job.generated += 1
             if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
-                reason = "stop"
-                break
+                return "stop"
             tokens.append(tok)  # a pause resumes from here
-            piece = job.utf8.push(llm.detokenize([tok], special=True))
-            if piece:
-                job.text += piece
-                hit = next((s for s in req.stop if s in job.text), None)
-                if hit is not None:
-                    cut = job.text.index(hit)
-                    keep = piece[: max(0, len(piece) - (len(job.text) - cut))]
-                    if keep:
-                        job.emit(Delta(keep))
-                    reason = "stop"
-                    break
-                job.emit(Delta(piece))
+            if self._emit_text(job, self._llm.detokenize([tok], special=True)):
+                return "stop"
             if job.generated >= req.max_tokens:
-                break
-            if must_stop():
-                return
-        job.busy_ms = ran_ms()
-        self._finish(job, reason)
+                return "length"
+            if self._must_stop(job, started):
+                return None
+        return "length"
+
+    def _emit_text(self, job: _Job, data: bytes) -> bool:
+        """Emit the text of a token's bytes, up to the first stop string in the text so far; whether one began."""
+        piece = job.utf8.push(data)
+        if not piece:
+            return False
+        start = len(job.text)
+        job.text += piece
+        cut = stop_start(job.text, job.req.stop)
+        if cut is None:
+            job.emit(Delta(piece))
+            return False
+        if keep := job.text[start:cut]:  # empty when the stop string began in earlier text
+            job.emit(Delta(keep))
+        return True
+
+    def _must_stop(self, job: _Job, started: float) -> bool:
+        """Cancelled (finish as abort) or outranked (pause); checked between chunks and tokens."""
+        if job.cancel.is_set():
+            job.busy_ms = job.ran_ms(started)
+            self._finish(job, "abort")
+            return True
+        if self._sched.should_yield(self._priority(job.req)):
+            job.busy_ms = job.ran_ms(started)
+            self._pause(job, time.perf_counter())
+            return True
+        return False
 
     def _decode(self, seq: int, tokens: list[int], job: _Job, drafter: LookupDrafter | None) -> Any:
         """Greedy decoding in KV sequence `seq`, with prompt-lookup drafts when a drafter is given
@@ -340,7 +351,7 @@ class LlamaCppEngine:
             yield from [*draft[:accepted], preds[accepted]]  # the consumer appends each to `tokens`
 
     # -- event loop side -------------------------------------------------------------------------
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[Event | BaseException] = asyncio.Queue()
         cancel = threading.Event()

@@ -1,18 +1,32 @@
-"""Engine metrics per request class, from the statistics every engine keeps (pure).
+"""Engine metrics per request class, from the statistics every engine keeps.
 
-Any engine's `completed` deque of (request id, `GenerationStats`) becomes, per request class
-(interactive, code action, background): how many requests, how many aborted, queue time and TTFT
-percentiles, decode tokens/s, the share of prompt tokens served from the KV/prefix cache, and
-preemptions. `sparkls/metrics`, the per-request log line and `sparkls doctor` all use it.
+Every engine records each request that ends, as (request id, `GenerationStats`), in a `Recorder`
+whose `completed` deque of the last 256 is the engine's `completed`. `summarize` (pure) turns such a
+record into, per request class (interactive, code action, background): how many requests, how many
+aborted, queue time and TTFT percentiles, decode tokens/s, the share of prompt tokens served from the
+KV/prefix cache, and preemptions. `sparkls/metrics`, the per-request log line and `sparkls doctor` all use it.
 """
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sparkls.engine.base import GenerationStats, priority_label
+
+
+class Recorder:
+    """An engine's record of its recent requests: (request id, stats) of the last `size`, oldest first."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=size)
+
+    def record(self, request_id: str, stats: GenerationStats) -> GenerationStats:
+        """Keep the statistics of a request that ended; returns them (for its `Finished`)."""
+        self.completed.append((request_id, stats))
+        return stats
 
 
 def percentile(values: Sequence[float], q: float) -> float:

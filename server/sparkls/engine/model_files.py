@@ -74,14 +74,6 @@ def part_files(model: BundledModel) -> list[Path]:
     return parts
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _verified_marker(path: Path) -> Path:
     return path.with_suffix(path.suffix + ".sha256")
 

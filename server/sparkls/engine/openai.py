@@ -15,19 +15,19 @@ header and is never logged.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any
 
 import httpx
 
 from sparkls.engine.base import Delta, EngineError, Event, Finished, GenerationRequest, GenerationStats, Health
+from sparkls.engine.metrics import Recorder
+from sparkls.engine.options import OpenAIOptions
 
 log = logging.getLogger(__name__)
 
@@ -40,18 +40,6 @@ SERVER_COUNTERS = {
     "vllm:num_requests_running": "running",
     "vllm:num_requests_waiting": "waiting",
 }
-
-
-@dataclass(frozen=True)
-class OpenAIOptions:
-    url: str = "http://127.0.0.1:8000/v1"
-    model: str = ""  # empty: the first model the server lists
-    api_key: str = field(default="", repr=False)
-    timeout_s: float = 30.0  # connect and between-chunk read timeout
-    retries: int = 2
-    backoff_s: float = 0.2
-    send_priority: bool = True
-    max_connections: int = 16
 
 
 def api_key_from(options_key: str) -> str:
@@ -93,7 +81,8 @@ class OpenAIEngine:
     def __init__(self, options: OpenAIOptions) -> None:
         self.options = options
         self.base_url = options.url.rstrip("/")
-        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self.recorder = Recorder()
+        self.completed = self.recorder.completed
         self._model = options.model
         self._send_priority = options.send_priority
         self._responses: dict[str, httpx.Response] = {}
@@ -153,7 +142,7 @@ class OpenAIEngine:
             body["priority"] = int(req.priority)
         return body
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         t0 = time.perf_counter()
         await self.ready()
         if not self._model:
@@ -173,7 +162,7 @@ class OpenAIEngine:
                 log.warning("%s: %s; retry %d/%d in %.2fs", request.id, e, attempt, self.options.retries, delay)
                 await asyncio.sleep(delay)
 
-    async def _attempt(self, req: GenerationRequest, t0: float) -> AsyncIterator[Event]:
+    async def _attempt(self, req: GenerationRequest, t0: float) -> AsyncGenerator[Event, None]:
         url = f"{self.base_url}/completions"
         sent = time.perf_counter()
         n = 0
@@ -202,7 +191,7 @@ class OpenAIEngine:
                             reason = "stop" if choice["finish_reason"] == "stop" else "length"
         except (asyncio.CancelledError, GeneratorExit):
             # Closing the stream (the `async with` above) drops the connection: vLLM aborts the request.
-            self.completed.append((req.id, self._stats(req, usage, t0, sent, ttft, n, t_first, "abort")))
+            self.recorder.record(req.id, self._stats(req, usage, t0, sent, ttft, n, t_first, "abort"))
             raise
         except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as e:
             if n == 0:
@@ -212,9 +201,7 @@ class OpenAIEngine:
             raise EngineError(f"remote engine {self.base_url} timed out ({type(e).__name__})") from e
         finally:
             self._responses.pop(req.id, None)
-        stats = self._stats(req, usage, t0, sent, ttft, n, t_first, reason)
-        self.completed.append((req.id, stats))
-        yield Finished(stats)
+        yield Finished(self.recorder.record(req.id, self._stats(req, usage, t0, sent, ttft, n, t_first, reason)))
 
     async def _http_error(self, resp: httpx.Response) -> None:
         detail = (await resp.aread()).decode("utf-8", "replace")[:500]

@@ -34,6 +34,11 @@ class PriorityScheduler(Generic[T]):
             self._cv.notify()
             return arrival
 
+    def requeue(self, priority: int, job: T, arrival: int) -> None:
+        """Put a paused job back at its first place (it was preempted by a more urgent one)."""
+        self.preemptions += 1
+        self.submit(priority, job, arrival)
+
     def take(self, timeout: float | None = None) -> tuple[int, int, T] | None:
         """The most urgent (priority, arrival, job); None once closed (or on timeout)."""
         with self._cv:

@@ -1,7 +1,9 @@
-"""Stop strings across the pieces of one generation (pure).
+"""Stop strings in the text of one generation, for the engines that find them themselves (pure).
 
-The vLLM engine may run one request as several vLLM requests (a pause, then a resume from the tokens
-so far); vLLM finds a stop string only within one of them. `StopSeam` finds one across the seam.
+`stop_start` is the one matcher: where the text is cut is where the first stop string begins. The
+llama.cpp engine applies it to its text after every token. The vLLM engine may run one request as
+several vLLM requests (a pause, then a resume from the tokens so far); vLLM finds a stop string only
+within one of them, so `StopSeam` finds one across the seam. A remote server finds them itself.
 """
 
 from __future__ import annotations

@@ -24,11 +24,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,28 +44,11 @@ from sparkls.engine.base import (
     Health,
     Priority,
 )
+from sparkls.engine.metrics import Recorder
+from sparkls.engine.options import VllmOptions
 from sparkls.engine.stops import StopSeam
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class VllmOptions:
-    model: str = ""  # an HF checkpoint directory (or a model vLLM can load on this device)
-    tokenizer: str = ""
-    max_model_len: int = 4096
-    prefix_caching: bool = True
-    priority_scheduling: bool = True
-    block_size: int = 0  # 0: vLLM's default (16 on GPU, 128 on CPU); smaller blocks reuse more of a prompt
-    kv_cache_mb: int = 0  # 0: vLLM's default
-    max_num_seqs: int = 0  # 0: vLLM's default
-    reserved_seqs: int = 1  # sequence slots that code actions and background work never take (priority only)
-    pause_lower: bool = True  # pause less urgent generations while a more urgent one runs (priority only)
-    speculation: str = "off"  # "ngram": prompt-lookup speculative decoding (pays off on rewrites)
-    speculative_tokens: int = 4
-    dtype: str = "auto"
-    extra_args: Mapping[str, Any] = field(default_factory=dict)  # any other AsyncEngineArgs field
-
 
 CPU_KV_CACHE_MB = 1024  # vLLM on CPU otherwise reserves 92% of the node's memory for the KV cache
 
@@ -106,13 +90,95 @@ def engine_args(o: VllmOptions, on_cpu: bool = False, cpu_bf16: bool = True) -> 
 
 @dataclass
 class _Run:
-    """A request in flight: whether it is in vLLM now, and whether it was asked to pause or stop."""
+    """A request in flight, as one or more vLLM requests: a pause ends the current one (`paused`), and the next
+    resumes from the prompt plus every token generated so far (greedy: the same text as without the pause). It
+    knows whether it is in vLLM now, whether it was asked to pause or stop, and what it generated."""
 
-    priority: int
+    request: GenerationRequest
+    ids: list[int]  # the prompt's tokens
+    t0: float  # when the engine got the request
+    vllm_priority: int = 0
+    sent: float = field(default_factory=time.perf_counter)  # when its first vLLM request was sent
     live: bool = False  # a vLLM request for it exists (between submit and its final output)
     paused: bool = False  # a more urgent request asked it to leave vLLM for now
     aborted: bool = False  # `Engine.abort` was called for it
     pauses: int = 0
+    generated: list[int] = field(default_factory=list)
+    first: Any = None  # the first vLLM request's last output (its prefix-cache hits and TTFT)
+    last: Any = None  # the current vLLM request's last output
+    stopped: bool = False  # a stop string ended the current vLLM request's text
+    t_first: float = 0.0  # when the first text was passed on
+    vllm_preemptions: int = 0
+    seam: StopSeam = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.seam = StopSeam(self.request.stop)
+
+    @property
+    def priority(self) -> int:
+        return int(self.request.priority)
+
+    async def submit(self, llm: Any) -> AsyncGenerator[str, None]:
+        """One vLLM request for the rest of the generation: its text, up to a stop string, a pause or its end."""
+        from vllm import SamplingParams
+        from vllm.sampling_params import RequestOutputKind
+
+        req = self.request
+        params = SamplingParams(
+            max_tokens=req.max_tokens - len(self.generated), temperature=req.temperature,
+            stop=list(req.stop) or None, output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
+        self.live, self.paused = True, False
+        gen = llm.generate({"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id,
+                           priority=self.vllm_priority)
+        self.last, self.stopped = None, False
+        try:
+            async for out in gen:
+                if text := self._take(out):
+                    yield text
+                if self.stopped or out.finished:
+                    break
+                if self.paused:  # asked before this request reached vLLM: its final output follows
+                    await llm.abort(req.id)
+        finally:
+            self.live = False
+            # Cancelled or closed unfinished: vLLM aborts the request here, before the exception goes on.
+            await gen.aclose()
+
+    def _take(self, out: Any) -> str:
+        """The text of one vLLM output to pass on (`StopSeam` keeps back what may meet the next request's)."""
+        self.last = out
+        if not self.pauses:
+            self.first = out
+        completion = out.outputs[0]
+        self.generated += completion.token_ids
+        text, self.stopped = self.seam.feed(completion.text, bool(self.pauses) or (out.finished and self.paused))
+        if text and not self.t_first:
+            self.t_first = time.perf_counter()
+        return text
+
+    def outcome(self) -> str | None:
+        """After one vLLM request: how the request ended ("stop", "length", "abort"), or None when it was paused."""
+        self.vllm_preemptions += int(getattr(getattr(self.last, "metrics", None), "num_preemptions", 0) or 0)
+        finish = self.last.outputs[0].finish_reason if self.last is not None else None
+        if self.stopped or finish in ("stop", "length"):
+            return "stop" if self.stopped else finish
+        if not self.paused or self.aborted:  # aborted from outside (`abort`), not paused
+            return "abort"
+        return None
+
+    def stats(self, reason: str) -> GenerationStats:
+        now = time.perf_counter()
+        wall_ttft = ((self.t_first or now) - self.sent) * 1000
+        m = getattr(self.first, "metrics", None)
+        engine_ttft = wall_ttft
+        if m is not None and m.first_token_ts and m.scheduled_ts:
+            engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
+        return GenerationStats(
+            prompt_tokens=len(self.ids), reused_tokens=int(getattr(self.first, "num_cached_tokens", 0) or 0),
+            queue_ms=(self.sent - self.t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft,
+            ttft_ms=engine_ttft, decode_tokens=len(self.generated),
+            decode_ms=(now - self.t_first) * 1000 if self.t_first else 0.0, finish_reason=reason,
+            priority=self.request.priority, preemptions=self.vllm_preemptions + self.pauses)
 
 
 def _stat_logger_factory(counters: dict[str, float]) -> Any:
@@ -156,7 +222,8 @@ class VllmEngine:
         self._running: dict[str, _Run] = {}
         self._inflight: collections.Counter[int] = collections.Counter()  # admitted requests per priority
         self._turn = asyncio.Condition()  # notified when a request ends or is aborted
-        self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=256)
+        self.recorder = Recorder()
+        self.completed = self.recorder.completed
         self.counters: dict[str, float] = collections.defaultdict(float)
         self._closed = False
         self._admission: asyncio.Semaphore | None = None
@@ -216,7 +283,7 @@ class VllmEngine:
         if victims:
             await llm.abort(victims)
 
-    async def stream(self, request: GenerationRequest) -> AsyncIterator[Event]:
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         t0 = time.perf_counter()
         await self.ready()
         llm = self._llm
@@ -242,102 +309,44 @@ class VllmEngine:
     def _pausing(self) -> bool:
         return self.options.priority_scheduling and self.options.pause_lower
 
-    async def _stream(self, llm: Any, request: GenerationRequest, t0: float) -> AsyncIterator[Event]:
-        """One request as one or more vLLM requests: a pause ends the current one, and the next resumes
-        from the prompt plus every token generated so far (greedy: the same text as without the pause)."""
-        from vllm import SamplingParams
-        from vllm.sampling_params import RequestOutputKind
-
+    async def _stream(self, llm: Any, request: GenerationRequest, t0: float) -> AsyncGenerator[Event, None]:
+        """One request as one or more vLLM requests (`_Run`): while a more urgent request is in flight (with
+        `pause_lower`) a paused one waits for its turn, then resumes."""
         # Tokenized here so that an over-long prompt keeps its end (the cursor side), as in llama.cpp.
         ids = llm.get_tokenizer().encode(request.prompt, add_special_tokens=False)
         ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1):]
         vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
-        run = self._running[request.id] = _Run(int(request.priority))
-        generated: list[int] = []
-        seam = StopSeam(request.stop)
-        first: Any = None  # the first vLLM request's last output (its prefix-cache hits and TTFT)
-        sent = time.perf_counter()
-        t_first = 0.0
+        run = self._running[request.id] = _Run(request, ids, t0, vllm_priority)
         reason = "abort"
-        vllm_preemptions = 0
-
-        def record(reason: str) -> GenerationStats:
-            return self._record(request, len(ids), first, t0, sent, t_first, len(generated), reason,
-                                vllm_preemptions + run.pauses)
-
         try:
             while not run.aborted:
                 if self._pausing() and self._outranked(run.priority):
                     async with self._turn:
                         await self._turn.wait_for(lambda: run.aborted or not self._outranked(run.priority))
                     continue
-                params = SamplingParams(
-                    max_tokens=request.max_tokens - len(generated), temperature=request.temperature,
-                    stop=list(request.stop) or None, output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
-                run.live, run.paused = True, False
-                gen = llm.generate({"prompt_token_ids": ids + generated}, params, request_id=request.id,
-                                   priority=vllm_priority)
-                last: Any = None
-                stopped = False
-                try:
-                    async for out in gen:
-                        last = out
-                        if not run.pauses:
-                            first = out
-                        completion = out.outputs[0]
-                        generated += completion.token_ids
-                        text, stopped = seam.feed(completion.text, bool(run.pauses) or (out.finished and run.paused))
-                        if text:
-                            if not t_first:
-                                t_first = time.perf_counter()
-                            yield Delta(text)
-                        if stopped or out.finished:
-                            break
-                        if run.paused:  # asked before this request reached vLLM: its final output follows
-                            await llm.abort(request.id)
-                finally:
-                    run.live = False
-                    # Cancelled or closed unfinished: vLLM aborts the request here, before the exception goes on.
-                    await gen.aclose()
-                vllm_preemptions += int(getattr(getattr(last, "metrics", None), "num_preemptions", 0) or 0)
-                finish = last.outputs[0].finish_reason if last is not None else None
-                if stopped or finish in ("stop", "length"):
-                    reason = "stop" if stopped else finish
-                    break
-                if not run.paused or run.aborted:  # aborted from outside (`abort`), not paused
+                async with contextlib.aclosing(run.submit(llm)) as texts:
+                    async for text in texts:
+                        yield Delta(text)
+                ended = run.outcome()
+                if ended is not None:
+                    reason = ended
                     break
                 run.pauses += 1
                 self.counters["pauses"] += 1
-                if len(generated) >= request.max_tokens:
+                if len(run.generated) >= request.max_tokens:
                     reason = "length"
                     break
         except (asyncio.CancelledError, GeneratorExit):
-            record("abort")
+            self.recorder.record(request.id, run.stats("abort"))
             raise
         except Exception as e:  # a rejected request or a dead engine: one clear error for the caller
-            record("error")
+            self.recorder.record(request.id, run.stats("error"))
             raise EngineError(f"vLLM: {type(e).__name__}: {e}") from e
         finally:
             self._running.pop(request.id, None)
-        if held := seam.flush():
+        if held := run.seam.flush():
             yield Delta(held)
-        yield Finished(record(reason))
-
-    def _record(self, req: GenerationRequest, prompt_tokens: int, out: Any, t0: float, sent: float, t_first: float,
-                n: int, reason: str, preemptions: int) -> GenerationStats:
-        now = time.perf_counter()
-        wall_ttft = ((t_first or now) - sent) * 1000
-        m = getattr(out, "metrics", None)
-        engine_ttft = wall_ttft
-        if m is not None and m.first_token_ts and m.scheduled_ts:
-            engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
-        stats = GenerationStats(
-            prompt_tokens=prompt_tokens, reused_tokens=int(getattr(out, "num_cached_tokens", 0) or 0),
-            queue_ms=(sent - t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft, ttft_ms=engine_ttft,
-            decode_tokens=n, decode_ms=(now - t_first) * 1000 if t_first else 0.0, finish_reason=reason,
-            priority=req.priority, preemptions=preemptions)
-        self.completed.append((req.id, stats))
-        return stats
+        yield Finished(self.recorder.record(request.id, run.stats(reason)))
 
     async def abort(self, request_id: str) -> None:
         run = self._running.get(request_id)

@@ -7,17 +7,21 @@ from collections.abc import Sequence
 
 from lsprotocol import types
 
-from sparkls.document import Document
-from sparkls.edits import Edit
-from sparkls.lsp.positions import Encoding, LineIndex
-from sparkls.pipeline import Suggestion
+from sparkls.completion.pipeline import Suggestion
+from sparkls.edit.diff import Edit
+from sparkls.text.document import Document
+from sparkls.text.positions import ENCODINGS, Encoding, LineIndex
 
 WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 
 
 def encoding_of(kind: str | types.PositionEncodingKind | None) -> Encoding:
     value = kind.value if isinstance(kind, types.PositionEncodingKind) else (kind or "utf-16")
-    return value if value in ("utf-8", "utf-16", "utf-32") else "utf-16"  # type: ignore[return-value]
+    found: Encoding = "utf-16"
+    for e in ENCODINGS:
+        if e == value:
+            found = e
+    return found
 
 
 _indexes: weakref.WeakKeyDictionary[Document, LineIndex] = weakref.WeakKeyDictionary()

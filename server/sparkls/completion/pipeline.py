@@ -1,0 +1,198 @@
+"""One suggestion, from a document snapshot and a cursor to cleaned text, with per-stage timings.
+
+document + tree -> context (keeping the previous request's stable frame while it holds; a new frame
+gathers workspace context) -> prompt -> engine stream (early stop) -> finalize. No LSP types here:
+offsets and strings in, a `Suggestion` out (the frame goes to the session through `keep`). Cancelling
+the calling task aborts the engine request (the engine's stream does it on CancelledError/
+GeneratorExit); an early stop aborts it too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from sparkls.completion import context, prompt, typeahead
+from sparkls.completion.stopping import StopPolicy, finalize, unheal
+from sparkls.engine.base import (
+    CHARS_PER_TOKEN,
+    Delta,
+    Engine,
+    Finished,
+    GenerationRequest,
+    GenerationStats,
+    Priority,
+    new_request_id,
+    priority_label,
+)
+from sparkls.settings import Settings
+from sparkls.text.document import Document, file_name
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Timings:
+    context_ms: float = 0.0
+    prompt_ms: float = 0.0
+    queue_ms: float = 0.0
+    ttft_ms: float = 0.0  # engine time to first token (prefill included)
+    decode_ms: float = 0.0
+    post_ms: float = 0.0
+    total_ms: float = 0.0
+
+    @property
+    def engine_ms(self) -> float:
+        return self.queue_ms + self.ttft_ms + self.decode_ms
+
+    @property
+    def overhead_ms(self) -> float:
+        """End-to-end time in the server that is not the engine's."""
+        return max(0.0, self.total_ms - self.engine_ms)
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    uri: str
+    version: int
+    cursor: int  # string offset where `text` is inserted
+    text: str
+    mode: str
+    source: str  # "model" | "typeahead" | "none"
+    timings: Timings = field(default_factory=Timings)
+    stats: GenerationStats = field(default_factory=GenerationStats)
+    request_id: str = ""
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where the document sits in the workspace: its path in the prompt, the repository's name, and
+    a function that returns other files' snippets for a new frame (run in a thread: it reads files)."""
+
+    path: str
+    repo: str = ""
+    snippets: Callable[[Document, int, int], list[tuple[str, str]]] | None = None  # (doc, cursor, budget chars)
+
+
+def budget_of(settings: Settings) -> context.Budget:
+    return context.Budget(settings.prefix_tokens, settings.suffix_tokens, settings.preamble_tokens)
+
+
+def place_of(uri: str) -> Place:
+    """A document outside any workspace folder: its file name, no other files."""
+    return Place(file_name(uri))
+
+
+async def _with_snippets(ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document,
+                         budget_chars: int) -> context.Context:
+    """A new frame gets other files' snippets; a frame kept from the last request already has them. The
+    previous frame's snippets are kept while the cursor stays in the same enclosing definition (outside any
+    definition they are gathered again for each new frame), so moving
+    the anchor inside a function does not change the head (the start of the prompt, where a change costs
+    the whole KV cache)."""
+    frame = ctx.frame
+    if frame is None or frame is previous or place.snippets is None or budget_chars <= 0:
+        return ctx
+    if previous is not None and previous.uri == frame.uri and previous.scope == frame.scope != -1 \
+            and previous.snippets:
+        snippets = previous.snippets
+    else:
+        try:
+            snippets = tuple(await asyncio.to_thread(place.snippets, doc, ctx.cursor, budget_chars))
+        except Exception:  # an unreadable folder or a parser problem must not cost the suggestion
+            log.exception("workspace context for %s failed; none this time", doc.uri)
+            snippets = ()
+    return replace(ctx, frame=replace(frame, snippets=snippets))
+
+
+async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine,
+                  template: prompt.FimTemplate, cache: typeahead.Remembered | None = None,
+                  request_id: str | None = None, invoked: bool = False, frame: context.Frame | None = None,
+                  place: Place | None = None, keep: Callable[[context.Frame], None] | None = None) -> Suggestion:
+    """Compute the suggestion at `cursor` (a string offset into `doc.text`). `frame` is the last request's
+    stable prompt part for this document (kept while it holds); `keep` is given the frame of this request
+    before the engine runs (a request superseded mid-prefill leaves its frame, and the KV it computed, to
+    the next keystroke)."""
+    t0 = time.perf_counter()
+    rid = request_id or new_request_id("sugg")
+    place = place or place_of(doc.uri)
+    if settings.typeahead and not invoked:  # an explicit request asks the model again
+        rest = typeahead.lookup(cache, doc.uri, doc.text, cursor)
+        if rest is not None:
+            total = (time.perf_counter() - t0) * 1000
+            return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
+                              Timings(total_ms=total, post_ms=total), request_id=rid)
+    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout, frame)
+    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
+    if keep is not None and ctx.frame is not None:
+        keep(ctx.frame)
+    t1 = time.perf_counter()
+    text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
+    engine_ms = [stats]
+    if not text.strip() and ctx.line_done and stats.finish_reason == "stop":
+        # The model ended the answer at once: the line is finished, so ask for the next one.
+        ctx = context.next_line(ctx)
+        text, stats, more_ms = await _generate(ctx, settings, engine, template, place, new_request_id("sugg"))
+        prompt_ms += more_ms
+        engine_ms.append(stats)
+    t3 = time.perf_counter()
+    final = finalize(text, ctx)
+    if ctx.newline and final.strip():
+        final = ctx.eol + final  # the newline the prompt assumed
+    t4 = time.perf_counter()
+    timings = Timings(
+        context_ms=(t1 - t0) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),
+        ttft_ms=sum(st.ttft_ms for st in engine_ms), decode_ms=sum(st.decode_ms for st in engine_ms),
+        post_ms=(t4 - t3) * 1000, total_ms=(t4 - t0) * 1000,
+    )
+    return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
+
+
+async def _generate(ctx: context.Context, settings: Settings, engine: Engine, template: prompt.FimTemplate,
+                    place: Place, rid: str) -> tuple[str, GenerationStats, float]:
+    """Run the engine on the prompt for `ctx` until the stop policy has a complete answer: the answer
+    relative to the cursor (not yet finalized), the engine's statistics, and the prompt rendering ms."""
+    t0 = time.perf_counter()
+    p = prompt.render(ctx, template, path=place.path, repo=place.repo)
+    prompt_ms = (time.perf_counter() - t0) * 1000
+    max_tokens = settings.max_tokens_single if ctx.mode == "single" else settings.max_tokens_multi
+    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid)
+    policy = StopPolicy(ctx, settings.max_lines)
+    raw = ""
+    text = ""
+    stats = GenerationStats()
+    cut_at: int | None = None
+    stream = engine.stream(req)
+    try:
+        async for event in stream:
+            if isinstance(event, Finished):
+                stats = event.stats
+                break
+            if isinstance(event, Delta) and cut_at is None:
+                raw += event.text
+                healed = unheal(raw, ctx.heal)
+                if healed is None:
+                    continue
+                text = healed
+                cut_at = policy.feed(text)
+                if cut_at is not None:
+                    text = text[:cut_at]
+                    await engine.abort(rid)  # complete: stop the engine, then collect its stats
+    finally:
+        await stream.aclose()
+    if cut_at is None:
+        text = unheal(raw, ctx.heal) or ""
+    return text, stats, prompt_ms
+
+
+def log_line(s: Suggestion) -> str:
+    t = s.timings
+    st = s.stats
+    return (f"{s.request_id} {s.source} {s.mode} v{s.version} ctx={t.context_ms:.1f} prompt={t.prompt_ms:.1f} "
+            f"queue={t.queue_ms:.1f} ttft={t.ttft_ms:.1f} decode={t.decode_ms:.1f} post={t.post_ms:.1f} "
+            f"total={t.total_ms:.1f}ms overhead={t.overhead_ms:.1f}ms tokens={st.decode_tokens} "
+            f"prompt_tokens={st.prompt_tokens} reused={st.reused_tokens} finish={st.finish_reason} "
+            f"class={priority_label(st.priority)} preempted={st.preemptions} chars={len(s.text)}")

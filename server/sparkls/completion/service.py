@@ -1,0 +1,215 @@
+"""Completions per document: the session's documents turned into suggestions, as shared, supersedable jobs.
+
+A suggestion runs as a job keyed by (version, cursor, invoked): identical requests (an editor asking for
+inline and classic completion at once) share one job, and a newer job for the same document cancels the older
+one, whose requests then answer `RequestCancelled` while its engine request is aborted. Per document it keeps
+the last request's prompt frame (reused while only the typed span changes), the typed-ahead cache, and the
+timings of recent suggestions for `sparkls/metrics`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkls.completion import context, pipeline, prompt, typeahead
+from sparkls.engine import metrics
+from sparkls.engine.base import GenerationStats
+from sparkls.session import Session
+from sparkls.text.document import Document
+from sparkls.workspace import files, snippets
+
+log = logging.getLogger(__name__)
+
+SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
+NEAR_LINES = (30, 10)  # lines before and after the cursor whose names pick other files' snippets
+
+
+def near_text(text: str, cursor: int) -> str:
+    """The code around the cursor that picks other files' snippets."""
+    before, after = NEAR_LINES
+    lo = cursor
+    for _ in range(before + 1):
+        lo = text.rfind("\n", 0, lo)
+        if lo <= 0:
+            lo = 0
+            break
+    hi = cursor
+    for _ in range(after + 1):
+        hi = text.find("\n", hi + 1)
+        if hi == -1:
+            hi = len(text)
+            break
+    return text[lo:hi]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    suggestions: list[pipeline.Suggestion]  # the most recent last
+    engine_requests: list[tuple[str, GenerationStats]]  # (request id, stats), the engine's recent requests
+    engine_name: str | None
+    classes: dict[str, dict[str, Any]]  # per priority class: counts and percentiles
+    engine_stats: dict[str, float]
+
+
+@dataclass
+class Job:
+    key: tuple[int, int, bool]  # (document version, cursor offset, explicitly invoked)
+    task: asyncio.Future[pipeline.Suggestion]
+    waiters: int = 0
+
+
+class CompletionService:
+    """Suggestions for the session's documents; subscribes to the session for their lifetimes."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.history: collections.deque[pipeline.Suggestion] = collections.deque(maxlen=512)
+        self._template: prompt.FimTemplate | None = None
+        self._jobs: dict[str, Job] = {}
+        self._typeahead: dict[str, typeahead.Remembered] = {}
+        self._frames: dict[str, context.Frame] = {}  # uri -> the last request's stable prompt part
+        self._served = 0
+        session.subscribe(self)
+
+    # -- the session's documents -----------------------------------------------------------------
+    def opened(self, doc: Document) -> None:
+        self._frames.pop(doc.uri, None)
+
+    def changed(self, old: Document, start: int, end: int, text: str) -> None:
+        pass
+
+    def updated(self, doc: Document) -> None:
+        pass
+
+    def closed(self, uri: str) -> None:
+        self._typeahead.pop(uri, None)
+        self._frames.pop(uri, None)
+        job = self._jobs.pop(uri, None)
+        if job is not None and not job.task.done():
+            job.task.cancel()
+
+    def reconfigured(self) -> None:
+        self._frames.clear()  # the workspace or its context settings may differ: gather again
+
+    async def shutdown(self) -> None:
+        for job in self._jobs.values():
+            job.task.cancel()
+        self._jobs.clear()
+        if self.session.engine is not None:
+            log.info("engine %s: %s", self.session.engine.name, self.summary())
+
+    # -- suggestions -----------------------------------------------------------------------------
+    async def template(self) -> prompt.FimTemplate:
+        if self._template is None:
+            engine, settings = self.session.start_engine(), self.session.settings
+            family = settings.fim_template
+            if family == "auto":
+                await engine.ready()
+                family = prompt.family_from_metadata(engine.model_metadata(), settings.model_path)
+            self._template = prompt.TEMPLATES[family]
+            log.info("FIM template: %s", family)
+        return self._template
+
+    def place(self, uri: str) -> pipeline.Place:
+        """Where a document sits: its path in the prompt and how to gather other files for it."""
+        session = self.session
+        index, path = session.workspace, files.uri_path(uri)
+        if index is None or path is None:
+            return pipeline.place_of(uri)
+        rel = index.relative(path)
+        inside = index.roots and not Path(rel).is_absolute()
+        if session.settings.context_tokens <= 0:
+            return pipeline.Place(rel if inside else path.name)
+        open_docs = {u: d for u, d in session.documents.items() if u != uri}  # a copy: used from a thread
+
+        def gather(doc: Document, cursor: int, budget_chars: int) -> list[tuple[str, str]]:
+            found = snippets.gather(doc, open_docs, index, near_text(doc.text, cursor), budget_chars)
+            return [(s.path, s.text) for s in found]
+
+        return pipeline.Place(rel if inside else path.name, index.roots[0].name if index.roots else "", gather)
+
+    async def suggest(self, doc: Document, cursor: int, invoked: bool = False) -> pipeline.Suggestion:
+        """The suggestion at `cursor` of a snapshot: one shared job per (version, cursor, invoked)."""
+
+        async def compute() -> pipeline.Suggestion:
+            session = self.session
+            if session.excluded(doc.uri) or doc.is_binary:
+                log.info("no suggestion: %s %s", doc.uri,
+                         "looks binary" if doc.is_binary else "matches an exclusion glob")
+                return pipeline.Suggestion(doc.uri, doc.version, cursor, "", "single", "none")
+            template = await self.template()
+
+            def keep(frame: context.Frame) -> None:
+                self._frames[doc.uri] = frame
+
+            s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
+                                       self._typeahead.get(doc.uri), invoked=invoked,
+                                       frame=self._frames.get(doc.uri), place=self.place(doc.uri),
+                                       keep=keep)
+            log.info(pipeline.log_line(s))
+            self._record(s)
+            if s.source == "model":
+                self._remember(doc.uri, doc.text, cursor, s.text)
+            return s
+
+        return await self._wait(self._job(doc.uri, (doc.version, cursor, invoked), compute))
+
+    def _job(self, uri: str, key: tuple[int, int, bool], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
+        """The computation for (document version, cursor) of `uri`: shared by identical requests, and
+        superseding older ones."""
+        current = self._jobs.get(uri)
+        if current is not None and current.key == key and not current.task.done():
+            return current
+        if current is not None and not current.task.done() and self.session.settings.supersede:
+            current.task.cancel()
+        job = Job(key, asyncio.ensure_future(start()))
+        self._jobs[uri] = job
+        return job
+
+    async def _wait(self, job: Job) -> pipeline.Suggestion:
+        """Await a job; when the last request waiting for it is cancelled, the job is cancelled too."""
+        job.waiters += 1
+        try:
+            return await asyncio.shield(job.task)
+        except asyncio.CancelledError:
+            if job.waiters == 1 and not job.task.done():
+                job.task.cancel()
+            raise
+        finally:
+            job.waiters -= 1
+
+    def _remember(self, uri: str, text: str, cursor: int, suggestion: str) -> None:
+        entry = typeahead.remember(uri, text, cursor, suggestion)
+        if entry is None:
+            self._typeahead.pop(uri, None)
+        else:
+            self._typeahead[uri] = entry
+
+    # -- metrics ---------------------------------------------------------------------------------
+    def _record(self, s: pipeline.Suggestion) -> None:
+        """Keep the timings of recent suggestions for `sparkls/metrics`; log a per-class summary now and then."""
+        engine = self.session.engine
+        if s.source == "model" and engine is not None:
+            self._served += 1
+            if self._served % SUMMARY_EVERY == 0:
+                log.info("engine %s: %s", engine.name, self.summary())
+        self.history.append(s)
+
+    def summary(self) -> str:
+        """The per-class engine summary as one log line."""
+        engine = self.session.engine
+        return metrics.summary_line(metrics.summarize(engine.completed if engine else ()))
+
+    async def metrics(self) -> Metrics:
+        """Recent suggestions, recent engine requests, per-class summary, engine-wide counters."""
+        engine = self.session.engine
+        done = list(engine.completed) if engine is not None else []
+        stats = dict((await engine.health()).stats) if engine is not None else {}
+        return Metrics(list(self.history), done, engine.name if engine is not None else None,
+                       metrics.summarize(done), stats)

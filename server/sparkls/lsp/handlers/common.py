@@ -1,0 +1,97 @@
+"""The steps every handler shares: snapshot -> offset -> call the core -> drop if stale -> errors answered."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Protocol, TypeVar
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
+
+from sparkls.edit.diff import Edit
+from sparkls.engine.base import EngineError
+from sparkls.lsp import convert
+from sparkls.lsp.protocol import SparkServer
+from sparkls.session import UnknownDocument
+from sparkls.text.document import Document
+
+log = logging.getLogger("sparkls")
+
+
+class Result(Protocol):
+    @property
+    def version(self) -> int: ...
+
+    @property
+    def request_id(self) -> str: ...
+
+
+R = TypeVar("R", bound=Result)
+
+
+def snapshot(ls: SparkServer, uri: str) -> Document:
+    """The document's current snapshot; `InvalidParams` when it is not open."""
+    try:
+        return ls.session.snapshot(uri)
+    except UnknownDocument:
+        raise JsonRpcInvalidParams(f"document is not open: {uri}") from None
+
+
+def for_model(ls: SparkServer, uri: str) -> Document:
+    """The snapshot of a document whose text may go to the model (not one matching an exclusion glob)."""
+    doc = snapshot(ls, uri)
+    if ls.session.excluded(uri):
+        raise JsonRpcInvalidParams(f"{uri} matches an exclusion glob (excludeFiles): its text never goes to the model")
+    return doc
+
+
+def offset(ls: SparkServer, doc: Document, position: types.Position) -> int:
+    """A position in the negotiated encoding as a string offset; `InvalidParams` when impossible."""
+    try:
+        return convert.cursor_offset(doc, position, ls.session.encoding)
+    except convert.InvalidPosition as e:
+        raise JsonRpcInvalidParams(str(e)) from None
+
+
+async def served(ls: SparkServer, uri: str, work: Awaitable[R]) -> R | None:
+    """The core's result, or None when the engine failed (logged with its traceback, told to the client) or the
+    document moved on while it ran (stale: its edits or text would land in the wrong place)."""
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        log.info("request for %s cancelled or superseded", uri)
+        raise
+    except EngineError as e:
+        log.exception("engine failed on %s", uri)
+        ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
+        return None
+    if not ls.session.is_current(uri, result.version):
+        log.info("%s: dropped as stale (computed for v%d)", result.request_id, result.version)
+        return None
+    return result
+
+
+def document_changes(ls: SparkServer) -> bool:
+    """Whether the client takes versioned `documentChanges` in a `WorkspaceEdit`."""
+    caps = ls.client_capabilities.workspace
+    we = caps.workspace_edit if caps is not None else None
+    return bool(we is not None and we.document_changes)
+
+
+def resolves_edits(ls: SparkServer) -> bool:
+    """Whether the client resolves a code action's edit with `codeAction/resolve`."""
+    td = ls.client_capabilities.text_document
+    ca = td.code_action if td is not None else None
+    rs = ca.resolve_support if ca is not None else None
+    return bool(rs is not None and "edit" in rs.properties)
+
+
+def supports_progress(ls: SparkServer) -> bool:
+    w = ls.client_capabilities.window
+    return bool(w is not None and w.work_done_progress)
+
+
+def workspace_edit(ls: SparkServer, doc: Document, edits: list[Edit]) -> types.WorkspaceEdit:
+    return convert.workspace_edit(doc, edits, ls.session.encoding, document_changes(ls))

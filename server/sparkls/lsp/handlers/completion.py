@@ -1,0 +1,68 @@
+"""Inline and classic completion, and the `sparkls/metrics` and `sparkls/health` requests."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from lsprotocol import types
+
+from sparkls.completion.pipeline import Suggestion
+from sparkls.lsp import convert
+from sparkls.lsp.handlers.common import offset, served, snapshot
+from sparkls.lsp.protocol import SparkServer
+from sparkls.text.document import Document
+
+
+async def _suggestion(ls: SparkServer, uri: str, position: types.Position, invoked: bool = False,
+                      ) -> tuple[Document, Suggestion] | None:
+    doc = snapshot(ls, uri)
+    cursor = offset(ls, doc, position)
+    s = await served(ls, uri, ls.completions.suggest(doc, cursor, invoked))
+    return (doc, s) if s is not None else None
+
+
+async def inline_completion(ls: SparkServer, params: types.InlineCompletionParams) -> types.InlineCompletionList:
+    uri = params.text_document.uri
+    doc = snapshot(ls, uri)
+    predicted = ls.edits.insertion_at(doc, offset(ls, doc, params.position))
+    if predicted is not None:  # the predicted next edit inserts here: offer it as the completion
+        e = predicted.edits[0]
+        return convert.inline_items(doc, Suggestion(uri, doc.version, e.start, e.text, "multi", "nextedit",
+                                                    request_id=predicted.request_id), ls.session.encoding)
+    kind = params.context.trigger_kind if params.context is not None else None
+    found = await _suggestion(ls, uri, params.position, kind == types.InlineCompletionTriggerKind.Invoked)
+    if found is None:
+        return types.InlineCompletionList(items=[])
+    return convert.inline_items(*found, ls.session.encoding)
+
+
+async def completion(ls: SparkServer, params: types.CompletionParams) -> types.CompletionList:
+    found = await _suggestion(ls, params.text_document.uri, params.position)
+    if found is None:
+        return types.CompletionList(is_incomplete=True, items=[])
+    return convert.completion_items(*found, ls.session.encoding)
+
+
+async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
+    """Recent suggestions with per-stage timings, the engine's recent requests, per-class summary."""
+    m = await ls.completions.metrics()
+    suggestions = [{"requestId": s.request_id, "uri": s.uri, "version": s.version, "source": s.source,
+                    "mode": s.mode, "text": s.text,
+                    "timings": asdict(s.timings) | {"overhead_ms": s.timings.overhead_ms}, "stats": asdict(s.stats)}
+                   for s in m.suggestions]
+    return {"suggestions": suggestions, "engine": [{"requestId": rid, **asdict(st)} for rid, st in m.engine_requests],
+            "engineName": m.engine_name, "classes": m.classes, "engineStats": m.engine_stats}
+
+
+async def health(ls: SparkServer, params: Any) -> dict[str, object]:
+    h = await ls.session.health()
+    return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats)}
+
+
+FEATURES = [
+    (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions(), inline_completion),
+    (types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False), completion),
+    ("sparkls/metrics", None, metrics),
+    ("sparkls/health", None, health),
+]

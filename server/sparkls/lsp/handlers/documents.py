@@ -1,0 +1,82 @@
+"""The server's and the documents' lifecycle: initialize, settings, open/change/close, shutdown."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from lsprotocol import types
+from pygls.capabilities import ServerCapabilitiesBuilder
+
+from sparkls.lsp import convert
+from sparkls.lsp.protocol import SparkServer
+from sparkls.session import UnknownDocument
+from sparkls.settings import resolve
+from sparkls.workspace.files import uri_path
+
+log = logging.getLogger("sparkls")
+
+
+def workspace_roots(params: types.InitializeParams) -> list[Path]:
+    """The workspace folders an editor opened (or its single root), as local paths."""
+    uris = [f.uri for f in params.workspace_folders or []] or ([params.root_uri] if params.root_uri else [])
+    roots = [p for p in (uri_path(u) for u in uris) if p is not None]
+    if not roots and params.root_path:
+        roots = [Path(params.root_path)]
+    return roots
+
+
+def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
+    settings, problems = resolve(params.initialization_options)
+    encoding = convert.encoding_of(ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
+    logging.getLogger("sparkls").setLevel(settings.log_level.upper())
+    for problem in problems:
+        log.warning("settings: %s", problem)
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
+    ls.session.initialize(settings, encoding, workspace_roots(params))  # the engine loads in the background
+    log.info("initialized: engine=%s encoding=%s", settings.engine, encoding)
+
+
+async def shutdown(ls: SparkServer, params: None) -> None:
+    await ls.session.shutdown()
+
+
+def did_change_configuration(ls: SparkServer, params: types.DidChangeConfigurationParams) -> None:
+    settings, problems = resolve(params.settings, ls.session.settings)
+    for problem in problems:
+        log.warning("settings: %s", problem)
+    ls.session.configure(settings)
+
+
+def did_open(ls: SparkServer, params: types.DidOpenTextDocumentParams) -> None:
+    td = params.text_document
+    doc = ls.session.open(td.uri, td.language_id, td.version, td.text)
+    log.debug("open %s (%s, %d chars, tree=%s)", td.uri, doc.language, len(doc.text), doc.tree is not None)
+
+
+def did_change(ls: SparkServer, params: types.DidChangeTextDocumentParams) -> None:
+    uri, version = params.text_document.uri, params.text_document.version
+    try:
+        doc = ls.session.snapshot(uri)
+    except UnknownDocument:
+        log.warning("didChange for a document that is not open: %s", uri)
+        return
+    for change in params.content_changes:
+        start, end, text = convert.change_span(doc, change, ls.session.encoding)
+        doc = ls.session.change(doc, start, end, text, version)
+    ls.session.update(doc)
+
+
+def did_close(ls: SparkServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.session.close(params.text_document.uri)
+
+
+FEATURES = [
+    (types.INITIALIZE, None, initialize),
+    (types.SHUTDOWN, None, shutdown),
+    (types.WORKSPACE_DID_CHANGE_CONFIGURATION, None, did_change_configuration),
+    (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),
+    (types.TEXT_DOCUMENT_DID_CHANGE, None, did_change),
+    (types.TEXT_DOCUMENT_DID_CLOSE, None, did_close),
+]

@@ -1,0 +1,1 @@
+"""Text and syntax: document snapshots, tree-sitter parsing, per-language node kinds."""

@@ -1,0 +1,1 @@
+"""Command-line tools: the CLI, the demo, doctor, model conversion and a small stdio LSP client."""

@@ -1,0 +1,104 @@
+"""Command line: `sparkls serve | demo | doctor`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+from typing import BinaryIO
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {value!r}")
+    return host, int(port)
+
+
+def private_stdout() -> BinaryIO:
+    """Keep the real stdout for LSP messages only, and point fd 1 at stderr for everyone else.
+
+    Engines and their native libraries write to fd 1 on their own (vLLM's engine-core process logs
+    there, llama.cpp prints, C extensions print): on stdio each such write would corrupt the LSP
+    stream. The LSP writer gets a private duplicate of the original stdout; fd 1, which every child
+    process inherits, becomes stderr.
+    """
+    sys.stdout.flush()
+    lsp_fd = os.dup(1)
+    os.set_inheritable(lsp_fd, False)
+    os.dup2(2, 1)
+    sys.stdout = os.fdopen(os.dup(2), "w", buffering=1)
+    return os.fdopen(lsp_fd, "wb")  # buffered: it completes partial writes; pygls flushes each message
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from sparkls.lsp.app import create_server
+
+    server = create_server()
+    if args.tcp:
+        server.start_tcp(*args.tcp)
+    elif args.ws:
+        server.start_ws(*args.ws)
+    else:
+        server.start_io(sys.stdin.buffer, private_stdout())
+    # The client went away (stdin closed) without `shutdown`: stop the engine and its processes anyway.
+    with contextlib.suppress(Exception):
+        asyncio.run(asyncio.wait_for(server.session.shutdown(), 30))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="sparkls", description="AI code completion language server")
+    parser.add_argument("--log-level", default="INFO", help="stderr log level (default INFO)")
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    mode = serve.add_mutually_exclusive_group()
+    mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (default)")
+    mode.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for one client over TCP")
+    mode.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen over WebSocket")
+    demo = sub.add_parser("demo", help="start the server, open a sample file and show real suggestions")
+    demo.add_argument("--engine", default="llamacpp", help="engine setting for the demo server")
+    demo.add_argument("--file", help="a source file to use instead of the bundled sample (cursors at ⟨N⟩ marks)")
+    demo.add_argument("--threads", type=int, default=0, help="CPU threads (0: max(1, cores-1))")
+    doctor = sub.add_parser("doctor", help="report engine, model, grammars, threads and what is missing")
+    doctor.add_argument("--engine", choices=("llamacpp", "vllm", "openai"), default="llamacpp",
+                        help="also check this engine: `openai` asks the server at --url for its models and metrics")
+    doctor.add_argument("--url", default="http://127.0.0.1:8000/v1", help="the `openai` engine's server")
+    doctor.add_argument("--probe", action="store_true",
+                        help="start the engine and run two requests: TTFT, tokens/s, prefix-cache reuse per class")
+    doctor.add_argument("--model-path", default="", help="modelPath for the probe (required for --engine vllm)")
+    conv = sub.add_parser("convert-model", help="write a GGUF model (default: the bundled one) as an HF "
+                          "safetensors checkpoint, for engine = vllm or vllm serve")
+    conv.add_argument("out", help="output directory")
+    conv.add_argument("--model-path", default="", help="a GGUF file (default: the bundled --model)")
+    conv.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model to convert")
+    conv.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("pygls").setLevel(logging.WARNING)  # its INFO logs every message
+    if args.command in (None, "serve"):
+        if args.command is None:
+            args.tcp = args.ws = None
+        return _serve(args)
+    if args.command == "demo":
+        from sparkls.tools.demo import run_demo
+
+        return run_demo(args.engine, args.file, args.threads)
+    if args.command == "convert-model":
+        from sparkls.tools.convert_model import run_convert
+
+        return run_convert(args.model_path, args.model, args.out, args.dtype)
+    if args.command == "doctor":
+        from sparkls.tools.doctor import run_doctor
+
+        return run_doctor(args.engine, args.url, args.probe, args.model_path)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Other files of the workspace: reading them safely, their imports, and the snippets chosen for a prompt."""
