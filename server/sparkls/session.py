@@ -81,14 +81,18 @@ class Session:
             return
         old, self.settings = self.settings, settings
         if settings.exclude_files != old.exclude_files and self.workspace is not None:
-            self.set_workspace(self.workspace.roots)
-        for listener in self._listeners:
-            listener.reconfigured()
+            self._index(self.workspace.roots)
+        self._reconfigured()
 
     def set_workspace(self, roots: Sequence[Path]) -> None:
         """The workspace folders (the only places other files are read from) and the exclusion globs."""
-        excludes = (*files.DEFAULT_EXCLUDES, *self.settings.exclude_files)
-        self.workspace = files.WorkspaceIndex(list(roots), excludes)
+        self._index(roots)
+        self._reconfigured()
+
+    def _index(self, roots: Sequence[Path]) -> None:
+        self.workspace = files.WorkspaceIndex(list(roots), (*files.DEFAULT_EXCLUDES, *self.settings.exclude_files))
+
+    def _reconfigured(self) -> None:
         for listener in self._listeners:
             listener.reconfigured()
 
