@@ -61,6 +61,27 @@ async def test_helix_capabilities_get_classic_completion_with_utf8_positions():
         assert comp.items[0].text_edit.new_text == "return msg"
 
 
+async def test_helix_positions_after_multibyte_characters_on_the_same_line_are_utf8_bytes():
+    if not HELIX.is_file():
+        pytest.skip("../shared/clients/helix.json is not present")
+    line = 'label = "héllo 😀 漢字"; n = ret'
+    text = f"def f():\n    {line}\n"
+    async with lsp("helix", None, {"engine": "fake", "fakeResponse": "urn {$x}\n"}) as (c, _):
+        uri = "file:///w/bytes.py"
+        open_doc(c, uri, text)
+        cursor = text.index("ret") + 3
+        cur = position(text, cursor, "utf-8")
+        assert cur.character == len(f"    {line}".encode())  # bytes, not characters (4 + 37 bytes vs 4 + 30)
+        comp = await c.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        edit = comp.items[0].text_edit
+        # the edit replaces the word `ret`: it starts 3 bytes before the cursor, after the emoji and CJK bytes
+        assert (edit.range.start.line, edit.range.start.character, edit.range.end.character) == (
+            1, cur.character - 3, cur.character)
+        snippet = comp.items[0].insert_text_format == types.InsertTextFormat.Snippet
+        assert edit.new_text == ("return {\\$x\\}" if snippet else "return {$x}")
+
+
 async def test_cancel_request_aborts_the_engine_and_answers_request_cancelled():
     opts = {"engine": "fake", "fakeResponse": "    x = 1\n" * 40, "fakeTokenDelayMs": 50, "maxLines": 100,
             "maxTokensMultiLine": 1000}
@@ -229,3 +250,34 @@ async def test_a_definition_from_an_imported_workspace_file_reaches_the_prompt_a
         open_doc(c, uri, main)
         got = await c.text_document_inline_completion_async(inline_params(uri, position(main, len(main) - 1, "utf-16")))
         assert got.items[0].insert_text == "none"
+
+
+async def _progress(c, token: str, timeout_s: float = 30) -> list:
+    """The reports of a server-initiated progress, once it has ended."""
+    for _ in range(int(timeout_s * 20)):
+        reports = c.progress_reports.get(token, [])
+        if any(getattr(r, "kind", "") == "end" for r in reports):
+            return reports
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"progress {token} did not end: {c.progress_reports.get(token)}")
+
+
+async def test_the_engine_start_is_shown_as_progress_that_ends_ready():
+    async with lsp() as (c, _):
+        begin, *_, end = await _progress(c, "sparkls-engine-start")
+        assert (begin.kind, begin.title, begin.cancellable) == ("begin", "sparkls: starting fake", False)
+        assert end.message.startswith("ready in ")
+        assert not [m for m in c.messages if m.type == types.MessageType.Error]
+
+
+async def test_an_engine_that_fails_to_load_ends_its_progress_and_says_so_once(tmp_path):
+    missing = tmp_path / "missing.gguf"
+    async with lsp(options={"engine": "llamacpp", "modelPath": str(missing)}) as (c, _):
+        *_, end = await _progress(c, "sparkls-engine-start")
+        assert end.message.startswith("failed: ")
+        errors = [m.message for m in c.messages if m.type == types.MessageType.Error]
+        assert len(errors) == 1 and "did not start" in errors[0] and "missing.gguf" in errors[0]
+        uri = "file:///w/a.py"
+        open_doc(c, uri, "def f():\n    \n")  # still serving: an empty answer, not a hang or a crash
+        res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
+        assert not res.items

@@ -74,8 +74,17 @@ def inline_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.Inli
     ])
 
 
-def completion_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.CompletionList:
-    """One completion item whose `textEdit` replaces the word before the cursor (so clients filter it)."""
+def snippet_text(text: str) -> str:
+    """`text` as an LSP snippet that inserts exactly `text` (`\\`, `$` and `}` escaped)."""
+    return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
+
+
+def completion_items(doc: Document, s: Suggestion, encoding: Encoding, snippets: bool = False,
+                     ) -> types.CompletionList:
+    """One completion item whose `textEdit` replaces the word before the cursor (so clients filter it).
+
+    For a client that takes snippets the text goes as a snippet (escaped, so it inserts literally): clients
+    such as Neovim insert only the first word of a plain-text item, but the whole of a snippet."""
     if not s.text:
         return types.CompletionList(is_incomplete=True, items=[])
     idx = index_of(doc)
@@ -93,10 +102,10 @@ def completion_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.
             detail="sparkls",
             filter_text=word or None,
             sort_text="0",
-            insert_text_format=types.InsertTextFormat.PlainText,
+            insert_text_format=types.InsertTextFormat.Snippet if snippets else types.InsertTextFormat.PlainText,
             text_edit=types.TextEdit(
                 range=types.Range(start=_position(idx, start, encoding), end=_position(idx, s.cursor, encoding)),
-                new_text=new_text),
+                new_text=snippet_text(new_text) if snippets else new_text),
         )
     ])
 

@@ -1,4 +1,4 @@
-"""Command line: `sparkls serve | demo | doctor`."""
+"""Command line: `sparkls serve | demo | doctor | convert-model | schema`."""
 
 from __future__ import annotations
 
@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     conv.add_argument("--model-path", default="", help="a GGUF file (default: the bundled --model)")
     conv.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model to convert")
     conv.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16", "float32"))
+    schema = sub.add_parser("schema", help="print the settings' JSON schema (camelCase keys, defaults, ranges)")
+    schema.add_argument("--vscode", action="store_true", help="print the VS Code `contributes.configuration` "
+                        "section made from it instead")
+    schema.add_argument("--update-package", default="", metavar="PACKAGE_JSON",
+                        help="write that section into an extension's package.json")
     args = parser.parse_args(argv)
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -97,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         from sparkls.tools.doctor import run_doctor
 
         return run_doctor(args.engine, args.url, args.probe, args.model_path)
+    if args.command == "schema":
+        from sparkls.tools.schema import run_schema
+
+        return run_schema(args.vscode, args.update_package)
     return 2
 
 

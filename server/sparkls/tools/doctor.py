@@ -49,9 +49,10 @@ def _print_stats(title: str, stats: Any) -> None:
 async def _probe(engine_name: str, url: str, model_path: str) -> int:
     from sparkls.engine import create_engine, metrics
     from sparkls.engine.base import GenerationRequest, Priority
-    from sparkls.settings import Settings
+    from sparkls.settings import resolve
 
-    engine = create_engine(Settings(engine=engine_name, openai_url=url, model_path=model_path).engine_options())
+    settings, _ = resolve({"engine": engine_name, "openaiUrl": url, "modelPath": model_path})  # argparse checked them
+    engine = create_engine(settings.engine_options())
     try:
         await engine.ready()
         health = await engine.health()

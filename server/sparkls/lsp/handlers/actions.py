@@ -77,6 +77,8 @@ async def run_action(ls: SparkServer, a: actions.Action) -> tuple[Document, list
 
 
 async def code_action_resolve(ls: SparkServer, params: types.CodeAction) -> types.CodeAction:
+    if params.data is None:  # listed with a command, not an edit to resolve: VS Code resolves it anyway
+        return params
     found = await run_action(ls, action_of(params.data))
     if found is not None:
         params.edit = workspace_edit(ls, *found)

@@ -17,7 +17,7 @@ from sparkls.edit import actions, live
 from sparkls.edit.diff import Edit
 from sparkls.engine.base import EngineError
 from sparkls.lsp.handlers.actions import APPLY, action_of, run_action
-from sparkls.lsp.handlers.common import for_model, supports_progress, workspace_edit
+from sparkls.lsp.handlers.common import begin_progress, for_model, workspace_edit
 from sparkls.lsp.protocol import SparkServer
 from sparkls.session import Change
 from sparkls.text.document import Document
@@ -61,22 +61,10 @@ def _report(o: live.Outcome, reason: str) -> dict[str, Any]:
             "requestIds": o.request_ids}
 
 
-async def _begin_progress(ls: SparkServer, token: str, title: str) -> bool:
-    if not supports_progress(ls):
-        return False
-    try:
-        await asyncio.wait_for(ls.work_done_progress.create_async(token), 5)
-        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=True))
-    except Exception:
-        log.info("client did not create progress %s; streaming without it", token, exc_info=True)
-        return False
-    return True
-
-
 async def run_stream(ls: SparkServer, doc: Document, a: actions.Action) -> dict[str, Any]:
     """One streaming edit: progress (cancellable), lines applied as they come, an outcome at the end."""
     token = f"sparkls-edit-{next(_tokens)}"
-    use_progress = await _begin_progress(ls, token, a.title)
+    use_progress = await begin_progress(ls, token, a.title, cancellable=True)
     s = ls.edits.stream(token, LspBuffer(ls, a.uri, token if use_progress else None), doc, a)
     task = asyncio.ensure_future(s.run())
     cancel = ls.work_done_progress.tokens.get(token) if use_progress else None

@@ -88,9 +88,31 @@ def resolves_edits(ls: SparkServer) -> bool:
     return bool(rs is not None and "edit" in rs.properties)
 
 
+def takes_snippets(ls: SparkServer) -> bool:
+    """Whether the client's completion takes snippet-format items."""
+    td = ls.client_capabilities.text_document
+    c = td.completion if td is not None else None
+    item = c.completion_item if c is not None else None
+    return bool(item is not None and item.snippet_support)
+
+
 def supports_progress(ls: SparkServer) -> bool:
     w = ls.client_capabilities.window
     return bool(w is not None and w.work_done_progress)
+
+
+async def begin_progress(ls: SparkServer, token: str, title: str, cancellable: bool, message: str = "") -> bool:
+    """Create and begin a server-initiated `$/progress`; False when the client cannot show one."""
+    if not supports_progress(ls):
+        return False
+    try:
+        await asyncio.wait_for(ls.work_done_progress.create_async(token), 5)
+        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=cancellable,
+                                                                       message=message or None))
+    except Exception:
+        log.info("client did not create progress %s; going on without it", token, exc_info=True)
+        return False
+    return True
 
 
 def workspace_edit(ls: SparkServer, doc: Document, edits: list[Edit]) -> types.WorkspaceEdit:

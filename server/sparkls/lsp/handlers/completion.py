@@ -9,7 +9,7 @@ from lsprotocol import types
 
 from sparkls.completion.pipeline import Suggestion
 from sparkls.lsp import convert
-from sparkls.lsp.handlers.common import offset, served, snapshot
+from sparkls.lsp.handlers.common import offset, served, snapshot, takes_snippets
 from sparkls.lsp.protocol import SparkServer
 from sparkls.text.document import Document
 
@@ -41,7 +41,7 @@ async def completion(ls: SparkServer, params: types.CompletionParams) -> types.C
     found = await _suggestion(ls, params.text_document.uri, params.position)
     if found is None:
         return types.CompletionList(is_incomplete=True, items=[])
-    return convert.completion_items(*found, ls.session.encoding)
+    return convert.completion_items(*found, ls.session.encoding, takes_snippets(ls))
 
 
 async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:

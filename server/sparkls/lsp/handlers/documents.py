@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 
+from sparkls.engine.base import Health
 from sparkls.lsp import convert
+from sparkls.lsp.handlers.common import begin_progress
 from sparkls.lsp.protocol import SparkServer
 from sparkls.session import UnknownDocument
 from sparkls.settings import resolve
@@ -36,6 +39,30 @@ def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
             type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
     ls.session.initialize(settings, encoding, workspace_roots(params))  # the engine loads in the background
     log.info("initialized: engine=%s encoding=%s", settings.engine, encoding)
+
+
+async def initialized(ls: SparkServer, params: types.InitializedParams) -> None:
+    """Show the engine's start as `$/progress` (the model loads in the background; requests meanwhile get
+    empty answers), and say once, as a message, when it failed."""
+    engine = ls.session.engine
+    if engine is None:
+        return
+    token, name = "sparkls-engine-start", ls.session.settings.engine
+    shown = await begin_progress(ls, token, f"sparkls: starting {name}", cancellable=False, message="loading model")
+    started = time.monotonic()
+    try:
+        await engine.ready()
+        h = await engine.health()
+    except Exception as e:  # the engine reports a failed load here or in `health`
+        h = Health(False, name, detail=f"load failed: {e}")
+    took = time.monotonic() - started
+    log.info("engine %s: %s (%s) after %.1f s", name, "ready" if h.ok else "not ready", h.detail, took)
+    if shown:
+        ls.work_done_progress.end(token, types.WorkDoneProgressEnd(
+            message=f"ready in {took:.1f} s" if h.ok else f"failed: {h.detail}"))
+    if not h.ok:
+        ls.window_show_message(types.ShowMessageParams(
+            type=types.MessageType.Error, message=f"sparkls: the {name} engine did not start: {h.detail}"))
 
 
 async def shutdown(ls: SparkServer, params: None) -> None:
@@ -74,6 +101,7 @@ def did_close(ls: SparkServer, params: types.DidCloseTextDocumentParams) -> None
 
 FEATURES = [
     (types.INITIALIZE, None, initialize),
+    (types.INITIALIZED, None, initialized),
     (types.SHUTDOWN, None, shutdown),
     (types.WORKSPACE_DID_CHANGE_CONFIGURATION, None, did_change_configuration),
     (types.TEXT_DOCUMENT_DID_OPEN, None, did_open),

@@ -1,0 +1,175 @@
+-- Drives headless Neovim (0.11) against the real sparkls server: the README's config, completion through
+-- Neovim's own omnifunc and popup menu, a code action applied by Neovim, an inline completion request and
+-- a cancelled one. Writes what it saw as JSON to $SPARKLS_NVIM_OUT; tests/e2e/test_editors.py checks it.
+local out_path = assert(os.getenv('SPARKLS_NVIM_OUT'))
+local file = assert(os.getenv('SPARKLS_NVIM_FILE'))
+local init_options = vim.json.decode(assert(os.getenv('SPARKLS_NVIM_OPTIONS')))
+local timeout = tonumber(os.getenv('SPARKLS_NVIM_TIMEOUT_MS') or '60000')
+local result = { steps = {} }
+
+local function save()
+  local f = assert(io.open(out_path, 'w'))
+  f:write(vim.json.encode(result))
+  f:close()
+end
+
+local steps = {}
+local function step(name, fn) steps[#steps + 1] = { name = name, fn = fn } end
+
+-- The steps run in a coroutine that yields to Neovim's main loop while it waits, so typed keys, insert
+-- mode, the omnifunc's asynchronous answer and the popup menu all happen as they would for a user.
+local function wait_for(cond, ms)
+  local co = coroutine.running()
+  local deadline = vim.uv.now() + (ms or timeout)
+  while not cond() do
+    if vim.uv.now() > deadline then return false end
+    vim.defer_fn(function() coroutine.resume(co) end, 20)
+    coroutine.yield()
+  end
+  return true
+end
+
+local function keys(s)  -- typed as a user would: queued, then handled by the main loop
+  vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(s, true, false, true), 'n', false)
+  wait_for(function() return vim.fn.getchar(1) == 0 end)
+end
+
+local function lines() return vim.api.nvim_buf_get_lines(0, 0, -1, false) end
+
+local function row_of(env)  -- the first line that contains the text in environment variable `env` (1-based)
+  local needle = assert(os.getenv(env), env)
+  for i, l in ipairs(lines()) do
+    if l:find(needle, 1, true) then return i end
+  end
+  error(env .. ': no line contains ' .. needle)
+end
+
+-- The README's configuration for Neovim 0.11.
+vim.lsp.config('sparkls', {
+  cmd = vim.json.decode(assert(os.getenv('SPARKLS_NVIM_CMD'))),
+  filetypes = { 'python' },
+  root_markers = { '.git', 'pyproject.toml' },
+  init_options = init_options,
+})
+vim.lsp.enable('sparkls')
+
+local client
+step('attach', function()
+  vim.cmd.edit(file)
+  assert(wait_for(function()
+    client = vim.lsp.get_clients({ bufnr = 0, name = 'sparkls' })[1]
+    return client ~= nil and client.initialized
+  end), 'sparkls did not attach')
+  result.encoding = client.offset_encoding
+  -- the model loads in the background: wait until the server says it is ready
+  assert(wait_for(function()
+    local r = client:request_sync('sparkls/health', {}, 5000, 0)
+    result.health = r and r.result
+    return r ~= nil and r.result ~= nil and r.result.ok
+  end), 'the engine did not become ready')
+end)
+
+local function inline_params(row)
+  return {
+    textDocument = { uri = vim.uri_from_bufnr(0) },
+    position = { line = row - 1, character = #vim.api.nvim_buf_get_lines(0, row - 1, row, false)[1] },
+    context = { triggerKind = 1 },
+  }
+end
+
+step('inline_completion', function()
+  local row = row_of('SPARKLS_NVIM_COMPLETE_AT')
+  local r = client:request_sync('textDocument/inlineCompletion', inline_params(row), timeout, 0)
+  assert(r ~= nil and r.err == nil, 'inline completion failed: ' .. vim.inspect(r))
+  local items = r.result.items or r.result
+  result.inline_items = vim.tbl_map(function(i) return i.insertText end, items)
+end)
+
+-- Completion through Neovim's own completion (vim.lsp.completion, the omnifunc and the popup menu), accepted
+-- with <C-y>.
+step('completion', function()
+  local row = row_of('SPARKLS_NVIM_COMPLETE_AT')
+  vim.api.nvim_win_set_cursor(0, { row, 0 })
+  result.before = lines()[row]
+  -- Neovim's LSP completion: the omnifunc asks the server; on accepting, the item's whole textEdit is applied
+  vim.lsp.completion.enable(true, client.id, 0, { autotrigger = false })
+  vim.bo.omnifunc = 'v:lua.vim.lsp.omnifunc'
+  vim.o.completeopt = 'menuone,noinsert'
+  keys('A<C-x><C-o>')
+  assert(wait_for(function() return vim.fn.pumvisible() == 1 end), 'no completion menu')
+  result.completion_items = vim.tbl_map(function(i) return i.word end, vim.fn.complete_info({ 'items' }).items)
+  keys('<C-y>')
+  wait_for(function() return false end, 300)  -- CompleteDone applies the textEdit
+  keys('<Esc>')
+  assert(wait_for(function() return vim.api.nvim_get_mode().mode == 'n' end), 'still in insert mode')
+  result.after = table.concat(vim.api.nvim_buf_get_lines(0, row - 1, row + 2, false), '\n')
+end)
+
+-- A request cancelled by Neovim: Neovim swallows the server's RequestCancelled answer, so the server's own
+-- metrics show whether the engine request was aborted; the server keeps serving.
+local function engine_requests()
+  local r = client:request_sync('sparkls/metrics', {}, timeout, 0)
+  return assert(r and r.result, 'no metrics').engine
+end
+
+step('cancel', function()
+  local row = row_of('SPARKLS_NVIM_CANCEL_AT')
+  local seen = {}
+  for _, e in ipairs(engine_requests()) do seen[e.requestId] = true end
+  local answered = false
+  local ok, id = client:request('textDocument/inlineCompletion', inline_params(row), function() answered = true end, 0)
+  assert(ok, 'request not sent')
+  wait_for(function() return false end, 300)  -- the engine is working on it
+  client:cancel_request(id)
+  local t0 = vim.uv.hrtime()
+  local aborted
+  assert(wait_for(function()
+    for _, e in ipairs(engine_requests()) do
+      if not seen[e.requestId] then aborted = e end
+    end
+    return aborted ~= nil
+  end), 'the engine request did not end')
+  result.cancel_ms = (vim.uv.hrtime() - t0) / 1e6
+  result.cancel_finish_reason = aborted.finish_reason
+  result.cancel_answered_with_result = answered
+  local r = client:request_sync('sparkls/health', {}, timeout, 0)
+  result.serving_after_cancel = r ~= nil and r.result ~= nil and r.result.ok
+end)
+
+-- A code action listed by the server and applied by Neovim (its command streams the edit back with
+-- workspace/applyEdit, which Neovim applies).
+step('code_action', function()
+  local row = row_of('SPARKLS_NVIM_ACTION_AT')
+  local title = assert(os.getenv('SPARKLS_NVIM_ACTION'))
+  vim.api.nvim_win_set_cursor(0, { row, 4 })
+  local tick = vim.b.changedtick
+  result.action_before = table.concat(lines(), '\n')
+  local offered = {}
+  vim.lsp.buf.code_action({
+    apply = true,
+    filter = function(a)
+      offered[#offered + 1] = a.title
+      return a.title:find(title, 1, true) ~= nil
+    end,
+  })
+  assert(wait_for(function() return vim.b.changedtick ~= tick end), 'the action changed nothing')
+  -- the streamed edit has finished when the buffer has not changed for a second
+  local last, since = vim.b.changedtick, vim.uv.now()
+  wait_for(function()
+    if vim.b.changedtick ~= last then last, since = vim.b.changedtick, vim.uv.now() end
+    return vim.uv.now() - since > 1000
+  end)
+  result.actions = offered
+  result.action_after = table.concat(lines(), '\n')
+end)
+
+coroutine.resume(coroutine.create(function()
+  for _, s in ipairs(steps) do
+    local ok, err = pcall(s.fn)
+    result.steps[#result.steps + 1] = { name = s.name, ok = ok, error = ok and vim.NIL or tostring(err) }
+    save()
+  end
+  result.done = true
+  save()
+  vim.cmd('qall!')
+end))

@@ -1,0 +1,173 @@
+"""The VS Code extension: built, type-checked, unit-tested and packaged with its own npm scripts, then
+installed from its .vsix into a clean code-server (VS Code 1.100.3) and driven in headless Chromium with the
+real server and the real default model, at default settings."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require
+from tests.e2e.test_editors import CALC, need
+
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "vscode-client"
+EDITORS = Path(__file__).resolve().parent / "editors"
+CACHE = Path(os.environ.get("SPARKLS_E2E_CACHE", Path.home() / ".cache" / "sparkls-e2e"))
+SCREENSHOTS = os.environ.get("SPARKLS_SCREENSHOTS")  # where to copy the screenshots (the README's come from here)
+USER_SETTINGS = {  # a quiet UI; the extension itself keeps its defaults
+    "workbench.startupEditor": "none", "security.workspace.trust.enabled": False, "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False, "update.mode": "none",
+    "workbench.tips.enabled": False,
+}
+
+
+def npm(*args: str, timeout_s: int = 600) -> str:
+    proc = subprocess.run(["npm", *args], cwd=CLIENT, capture_output=True, text=True, timeout=timeout_s)
+    assert proc.returncode == 0, f"npm {' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="session")
+def extension() -> dict[str, object]:
+    """`npm ci`, then the extension's own scripts: type-check, unit tests, bundle, package."""
+    need("npm")
+    npm("ci", "--no-audit", "--no-fund")
+    npm("run", "typecheck")
+    tests = npm("test")
+    npm("run", "build")
+    npm("run", "package")
+    vsix = CLIENT / "sparkls.vsix"
+    assert vsix.is_file()
+    return {"vsix": vsix, "unit_tests": tests}
+
+
+def test_the_extension_type_checks_passes_its_unit_tests_and_packages(extension):
+    out = str(extension["unit_tests"])
+    passed, failed = (int(re.search(rf"^# {k} (\d+)$", out, re.M).group(1)) for k in ("pass", "fail"))
+    assert passed >= 15 and failed == 0, out[-2000:]
+    import zipfile
+
+    names = zipfile.ZipFile(extension["vsix"]).namelist()
+    assert "extension/dist/extension.js" in names and "extension/package.json" in names
+    assert not [n for n in names if "node_modules" in n or n.endswith(".ts")], names  # bundled, sources left out
+
+
+@pytest.fixture(scope="session")
+def code_server() -> Path:
+    need("chromium")
+    need("rg")
+    prefix = CACHE / "code-server-4.100.3"
+    subprocess.run([str(EDITORS / "install_code_server.sh"), str(prefix)], check=True, timeout=1500,
+                   capture_output=True)
+    return prefix / "node_modules" / ".bin" / "code-server"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running_code_server(binary: Path, home: Path, data: Path, extensions: Path, folder: Path) -> Iterator[str]:
+    port = free_port()
+    env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash", "XDG_CONFIG_HOME": str(home / ".config"),
+           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache")}
+    log = open(home / "code-server.log", "w")  # noqa: SIM115 (closed below)
+    quiet = ["--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
+             "--disable-getting-started-override"]
+    proc = subprocess.Popen([str(binary), "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", *quiet,
+                             "--extensions-dir", str(extensions), "--user-data-dir", str(data), str(folder)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                break
+            assert proc.poll() is None and time.monotonic() < deadline, (home / "code-server.log").read_text()[-3000:]
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/?folder={folder}"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # code-server, its extension host and the sparkls server
+        proc.wait(10)
+        log.close()
+
+
+def run_vscode(tmp_path: Path, vsix: Path, code_server: Path, files: dict[str, str], scenario: str,
+               settings: dict[str, object] | None = None) -> dict:
+    """Install the .vsix into a clean code-server, open `files` as the workspace, run one scenario of
+    `editors/vscode.mjs` in headless Chromium; its result (screenshots copied to $SPARKLS_SCREENSHOTS)."""
+    sparkls = shutil.which("sparkls") or str(Path(sys.executable).parent / "sparkls")
+    home, data, exts, ws, out = (tmp_path / n for n in ("home", "data", "extensions", "ws", "out"))
+    for d in (home, data / "User", exts, ws, out):
+        d.mkdir(parents=True)
+    # A user who ran the README's install command has `sparkls` on the PATH of their login shell, which is
+    # where VS Code's extension host takes its environment from.
+    (home / ".profile").write_text(f'export PATH="{Path(sparkls).resolve().parent}:$PATH"\n')
+    (home / ".bash_profile").write_text(". ~/.profile\n")
+    (data / "User" / "settings.json").write_text(json.dumps(USER_SETTINGS | (settings or {})))
+    for name, text in files.items():
+        (ws / name).write_text(text)
+    env = {**os.environ, "HOME": str(home)}
+    subprocess.run([str(code_server), "--extensions-dir", str(exts), "--user-data-dir", str(data),
+                    "--install-extension", str(vsix)], env=env, check=True, capture_output=True, timeout=120)
+    with running_code_server(code_server, home, data, exts, ws) as url:
+        proc = subprocess.run(["node", str(EDITORS / "vscode.mjs"), url, str(ws), str(out), scenario],
+                              capture_output=True, text=True, timeout=900,
+                              env={**os.environ, "SPARKLS_VSCODE_TIMEOUT_MS": "180000"})
+    if SCREENSHOTS:
+        for png in out.glob("*.png"):
+            shutil.copy(png, Path(SCREENSHOTS) / png.name)
+    r = json.loads((out / "result.json").read_text()) if (out / "result.json").exists() else {}
+    failed = [s for s in r.get("steps", []) if not s["ok"]]
+    assert r.get("done") and not failed, f"{failed}\n{proc.stderr[-3000:]}"
+    return r
+
+
+@pytest.mark.model
+def test_vscode_shows_ghost_text_runs_a_code_action_stops_a_rewrite_and_shows_tokens_per_second(
+        tmp_path, extension, code_server):
+    require("llama_cpp", "the embedded engine")
+    files = {"calc.py": CALC.replace("        \n", "        self.name = name\n")}
+    r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing")  # default settings
+    assert re.search(r"qwen2\.5-coder-0\.5b", r["status_ready"]), r["status_ready"]
+    # ghost text from the model after typing `r` at `retu`; Tab inserted it
+    assert r["ghost_text"].strip(), "no ghost text"
+    assert r["line_after_tab"].startswith("    retur") and len(r["line_after_tab"]) > len("    retur") + 2
+    assert re.search(r"\d+ tok/s", r["status_after_generation"]), r["status_after_generation"]
+    # the lightbulb menu's "Implement" action replaced `pass` with a body
+    assert "sparkls: Implement `area`" in r["actions"]
+    body = r["code_action_after"].split("def area(r):\n", 1)[1].split("\n\n", 1)[0]
+    assert "pass" not in body and "return" in body, body
+    # a streaming rewrite of the class was stopped after its first lines: the buffer went back (editCancel: revert)
+    assert r["stop_during"] != r["stop_shown_before"]  # what the editor showed while it streamed
+    assert r["stop_after"] == r["stop_before"]
+    assert any("stopped" in m for m in r["stop_message"]), r["stop_message"]
+
+
+SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
+
+
+def test_vscode_shows_the_predicted_next_edit_and_tab_applies_it(tmp_path, extension, code_server):
+    predicted = SERIES.replace("compute(", "compute_v2(")
+    # The scripted engine predicts the rename once the prompt shows the user's edit in its history.
+    script = {"": "", "replaced `compute` with `compute_v2` on line 1": predicted + "```\n"}
+    r = run_vscode(tmp_path, extension["vsix"], code_server, {"series.py": SERIES}, "next-edit",
+                   {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script)})
+    assert r["status_ready"].strip() == "fake (scripted)"
+    assert r["after_typing"] == SERIES.replace("compute(1)", "compute_v2(1)")
+    assert r["after_tab"] == predicted
