@@ -24,10 +24,23 @@ class Editor:
     states: list[str] = field(default_factory=list)  # the buffer after each applied edit
     refused: int = 0
     on_applied: Callable[[Editor, str], None] | None = None  # called after each applied edit (uri)
+    # A slow editor (as VS Code can be): the edit is in its buffer at once, but `didChange` and the answer to
+    # `workspace/applyEdit` follow this much later.
+    report_delay_s: float = 0.0
+    _held: list[types.DidChangeTextDocumentParams] | None = None
 
     def __post_init__(self) -> None:
-        def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
-            return self._apply_edit(params)
+        async def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams,
+                             ) -> types.ApplyWorkspaceEditResult:
+            if not self.report_delay_s:
+                return self._apply_edit(params)
+            self._held = []
+            result = self._apply_edit(params)
+            held, self._held = self._held, None
+            await asyncio.sleep(self.report_delay_s)
+            for change in held:
+                self.client.text_document_did_change(change)
+            return result
 
         self.client.feature(types.WORKSPACE_APPLY_EDIT)(apply_edit)
         read_code_actions_as_code_actions(self.client)
@@ -57,9 +70,13 @@ class Editor:
     def _change(self, uri: str, new: str, changes: list[types.TextDocumentContentChangePartial]) -> None:
         self.texts[uri] = new
         self.versions[uri] += 1
-        self.client.text_document_did_change(types.DidChangeTextDocumentParams(
+        change = types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
-            content_changes=list(changes)))
+            content_changes=list(changes))
+        if self._held is not None:
+            self._held.append(change)
+        else:
+            self.client.text_document_did_change(change)
 
     def _apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         # Versioned TextDocumentEdits, or (clients without documentChanges) the plain `changes` map.

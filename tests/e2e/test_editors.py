@@ -36,6 +36,24 @@ FAKE = {"engine": "fake", "fakeTokenDelayMs": 100, "fakeResponse": json.dumps({
     "This function is a stub": "def area(r):\n    return math.pi * r * r\n```\n"})}
 
 
+def body_of(source: str, function: str) -> list[str]:
+    """The lines of a top-level function's body (up to the next line that is not indented or blank)."""
+    lines = source.split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"def {function}("))
+    body = []
+    for line in lines[start + 1:]:
+        if line and not line[0].isspace():
+            break
+        body.append(line)
+    return body
+
+
+def implemented(source: str, function: str) -> bool:
+    """`pass` is gone from the function, which now returns something."""
+    body = [line.strip() for line in body_of(source, function)]
+    return "pass" not in body and any(line.startswith("return ") for line in body)
+
+
 def need(program: str) -> str:
     """The program's path; skipped locally when it is missing, a failure in CI."""
     path = shutil.which(program)
@@ -92,9 +110,8 @@ def test_neovim_works_with_the_real_default_model(tmp_path):
     assert (r["cancel_finish_reason"], r["cancel_answered_with_result"], r["serving_after_cancel"]) == (
         "abort", False, True)
     after = r["action_after"]
-    body = after.split("def area(r):\n", 1)[1].split("\n\n", 1)[0]
-    assert "pass" not in body and "return" in body, body
-    compile(after.replace("    retu\n", "    pass\n"), "calc.py", "exec")  # the edited file is valid Python
+    assert implemented(after, "area"), after
+    compile("\n".join(["import math", "def area(r):", *body_of(after, "area")]), "area", "exec")  # valid Python
 
 
 def run_emacs(tmp_path: Path, options: dict, timeout_s: int) -> dict:

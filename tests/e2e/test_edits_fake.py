@@ -172,6 +172,31 @@ async def test_cancel_aborts_the_engine_and_reverts_the_region(via):
         assert ed.texts[URI] == TEXT  # reverted: the buffer is as it was
 
 
+async def test_a_cancel_while_the_editor_applies_a_line_still_reverts_the_whole_region():
+    # Found in VS Code: the cancel came after a line was in the editor's buffer but before its didChange and its
+    # answer to the applyEdit; the revert was computed for the old version, refused, and the server then took
+    # the line for a user edit and left it in the buffer.
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30}
+    async with lsp(options=opts) as (c, _):
+        ed = Editor(c, report_delay_s=0.4)
+        ed.open(URI, TEXT)
+        found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
+        cmd = titled(found, "Implement").command
+        fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
+                                    types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                                    msg_id=778))
+        await ed.wait_states(1, 10)  # a line is in the buffer; the editor has not answered yet
+        assert ed.texts[URI] != TEXT
+        c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=778))
+        with pytest.raises(JsonRpcException):
+            await asyncio.wait_for(fut, 10)
+        for _ in range(60):
+            if ed.texts[URI] == TEXT:
+                break
+            await asyncio.sleep(0.05)
+        assert ed.texts[URI] == TEXT and ed.refused == 0
+
+
 async def test_cancel_can_keep_what_was_applied():
     opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30, "editCancel": "keep"}
     async with lsp(options=opts) as (c, _):

@@ -34,6 +34,9 @@ class Sparkls implements vscode.Disposable {
     }
     this.output.info(`starting: ${how.command} ${how.args.join(' ')}`);
     const client = createClient(how, this.output, {
+      // VS Code shows the server's suggestion as ghost text (inline completion); the same suggestion again in
+      // the suggestion list would compete with it for Tab and cost the engine a second request per keystroke.
+      provideCompletionItem: () => undefined,
       executeCommand: async (command, args, next) => {
         if (command === APPLY && isActionData(args[0])) {
           return this.generations.apply(args[0], typeof args[1] === 'string' ? args[1] : undefined);

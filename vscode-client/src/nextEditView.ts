@@ -3,7 +3,7 @@
 
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
-import { applies, type InlineEditResult, type Range, view } from './core/nextEdit';
+import { applies, type InlineEditResult, insertsAt, type Range, view } from './core/nextEdit';
 
 const VISIBLE = 'sparkls.nextEditVisible';
 
@@ -65,6 +65,11 @@ export class NextEdits implements vscode.Disposable {
       return false;  // cancelled by a newer keystroke, or the server could not predict (it logs why)
     }
     if (cts.token.isCancellationRequested || !result || !applies(result, doc.uri.toString(), doc.version)) return false;
+    if (insertsAt(result, { line, character })) {
+      // An insertion at the cursor is the server's inline completion there: shown as ghost text, not twice.
+      await vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+      return true;
+    }
     this.show(editor, result);
     return true;
   }

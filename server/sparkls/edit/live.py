@@ -14,6 +14,7 @@ generation and continues from the buffer as it is, with a new instruction. No LS
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -212,13 +213,27 @@ class StreamingEdit:
             es = diff.region_edits(doc.text, self.tracker.start, self.tracker.end, target)
             self.tracker.expect(target)
             self._sent_version = doc.version
-            if await self.buffer.apply(doc, es):
+            if await self._apply(doc, es):
                 self.outcome.applied += 1
                 await self._landed(doc.version)
                 self.outcome.region = target
                 return
             self.tracker.expect(None)  # refused (the version moved on): look again, once
         raise UserEdited("the client refused the edit twice")
+
+    async def _apply(self, doc: Document, edits: list[diff.Edit]) -> bool:
+        """Send edits and wait for the client's answer, even through a cancel: the edit may already be in the
+        editor's buffer, and a revert must start from what the buffer holds, not from a guess."""
+        sent = asyncio.ensure_future(self.buffer.apply(doc, edits))
+        try:
+            return await asyncio.shield(sent)
+        except asyncio.CancelledError:
+            timeout_s = self.settings.edit_apply_timeout_ms / 1000
+            with contextlib.suppress(Exception):
+                if await asyncio.wait_for(sent, timeout_s):
+                    self.outcome.applied += 1
+                    await self._landed(doc.version)  # its didChange came first: the region is located
+            raise
 
     def _locate(self, doc: Document, settled: bool = True) -> bool:
         return self.tracker.locate(doc, self.buffer.changes(self.tracker.version), settled)

@@ -76,3 +76,11 @@ export function view(lines: string[], edits: TextEdit[]): EditView {
 export function applies(result: InlineEditResult, uri: string, version: number): boolean {
   return result.edits.length > 0 && result.textDocument.uri === uri && result.textDocument.version === version;
 }
+
+/** Whether the prediction is one insertion at `cursor` (the server offers it as the inline completion there). */
+export function insertsAt(result: InlineEditResult, cursor: Position): boolean {
+  if (result.edits.length !== 1) return false;
+  const { start, end } = result.edits[0].range;
+  return isEmpty(result.edits[0].range) && start.line === cursor.line && start.character === cursor.character &&
+    end.line === cursor.line;
+}

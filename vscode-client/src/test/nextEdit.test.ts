@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { applies, shown, textOf, view } from '../core/nextEdit';
+import { applies, insertsAt, shown, textOf, view } from '../core/nextEdit';
 
 const lines = ['def area(w, h):', '    return w * h', '', 'print(area(2, 3))'];
 const at = (line: number, character: number) => ({ line, character });
@@ -38,4 +38,12 @@ test('a prediction applies only to the version it was made for', () => {
   assert.equal(applies(r, 'file:///a.py', 8), false);
   assert.equal(applies(r, 'file:///b.py', 7), false);
   assert.equal(applies({ ...r, edits: [] }, 'file:///a.py', 7), false);
+});
+
+test('a single insertion at the cursor is left to the inline completion', () => {
+  const r = (range: { start: { line: number; character: number }; end: { line: number; character: number } }) =>
+    ({ textDocument: { uri: 'file:///a.py', version: 1 }, requestId: 'n', edits: [{ range, newText: 'n x' }] });
+  assert.equal(insertsAt(r({ start: at(8, 9), end: at(8, 9) }), at(8, 9)), true);
+  assert.equal(insertsAt(r({ start: at(8, 2), end: at(8, 9) }), at(8, 9)), false);  // a replacement
+  assert.equal(insertsAt(r({ start: at(7, 9), end: at(7, 9) }), at(8, 9)), false);  // elsewhere
 });
