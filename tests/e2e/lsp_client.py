@@ -110,7 +110,10 @@ async def raw_request(c: LanguageClient, method: str, params: Any, msg_id: int =
 
     fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
     c.protocol._request_futures[msg_id] = fut
-    body = json.dumps({"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}).encode()
+    message = {"jsonrpc": "2.0", "id": msg_id, "method": method, "params": params}
+    if params is ...:  # left out, as JSON-RPC allows
+        del message["params"]
+    body = json.dumps(message).encode()
     c._server.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)  # type: ignore[union-attr]
     import asyncio
 

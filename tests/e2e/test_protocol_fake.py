@@ -182,6 +182,18 @@ async def test_bad_input_gets_an_answer_and_the_server_keeps_serving():
         assert res.items
 
 
+async def test_a_request_without_params_is_answered():
+    # JSON-RPC lets `params` be left out (VS Code's `sendRequest(method)` does): a method that needs none
+    # answers normally, one that needs them answers InvalidParams; nothing is left unanswered.
+    async with lsp() as (c, _):
+        health = await raw_request(c, "sparkls/health", ..., msg_id=91001)
+        assert health.ok is True and health.engine == "fake"
+        with pytest.raises(JsonRpcException) as e:
+            await raw_request(c, "textDocument/completion", ..., msg_id=91002)
+        assert e.value.code == -32602
+        assert (await raw_request(c, "sparkls/metrics", {}, msg_id=91003)).engineName == "fake"
+
+
 async def test_a_five_megabyte_file_is_served_and_edited():
     big = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(160_000))
     assert len(big) > 5_000_000

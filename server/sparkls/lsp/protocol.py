@@ -34,6 +34,8 @@ class SparkProtocol(LanguageServerProtocol):
     def structure_message(self, data: dict[str, Any]) -> Any:
         # pygls logs a request whose params do not match the method's types and never answers it.
         # Every request gets exactly one response: answer InvalidParams, then let pygls drop it.
+        if "method" in data and "params" not in data:  # JSON-RPC lets a message leave out `params`
+            data = {**data, "params": None}
         try:
             return super().structure_message(data)
         except Exception as e:
