@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from sparkls.engine.model_files import BUNDLED
-from sparkls.settings import BundledModel, Settings, resolve, settings_table
+from sparkls.settings import FAMILIES, BundledModel, FimTemplate, Settings, resolve, settings_table
 
 
 def test_unknown_keys_are_ignored_and_known_ones_applied():
@@ -57,8 +57,9 @@ def test_a_secret_is_never_shown_in_a_message_or_repr():
     assert problems and "12345678" not in problems[0] and "(hidden)" in problems[0]
 
 
-def test_the_bundled_model_choices_are_the_bundled_models():
+def test_the_bundled_model_and_template_choices_are_the_bundled_models_and_families():
     assert get_args(BundledModel) == tuple(BUNDLED)
+    assert get_args(FimTemplate) == ("auto", *FAMILIES)
 
 
 def test_sparkls_schema_prints_every_setting_with_its_default_and_limits():

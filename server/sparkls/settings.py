@@ -10,7 +10,7 @@ and the README's settings table (tests fail when either is stale).
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -185,7 +185,7 @@ def resolve(wire_options: object, base: Settings | None = None) -> tuple[Setting
         return base, []
     if not isinstance(wire_options, dict):
         return base, [f"settings must be an object, got {type(wire_options).__name__}"]
-    options: dict[str, Any] = wire_options  # pyright: ignore[reportUnknownVariableType]
+    options = cast(dict[str, Any], wire_options)
     if isinstance(options.get("sparkls"), dict):
         options = options["sparkls"]
     by_wire = {f.alias: name for name, f in Settings.model_fields.items()}

@@ -21,6 +21,7 @@ import pytest
 
 from tests.conftest import require
 from tests.e2e.test_editors import CALC, implemented, need
+from tests.e2e.test_edits_fake import SERIES
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "vscode-client"
@@ -158,8 +159,6 @@ def test_vscode_shows_ghost_text_runs_a_code_action_stops_a_rewrite_and_shows_to
     assert r["stop_after"] == r["stop_before"]
     assert any("stopped" in m for m in r["stop_message"]), r["stop_message"]
 
-
-SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
 
 
 def test_vscode_shows_the_predicted_next_edit_and_tab_applies_it(tmp_path, extension, code_server):
