@@ -404,6 +404,8 @@ def summarize(rows: list[dict[str, Any]], systems: list[str]) -> list[dict[str, 
             }
         if "sparkls" in line and "raw" in line:
             line["loss_points"] = 100 * (line["raw"]["em"] - line["sparkls"]["em"])
+        if "sparkls-vllm" in line and "raw" in line:
+            line["vllm_loss_points"] = 100 * (line["raw"]["em"] - line["sparkls-vllm"]["em"])
         if "sparkls" in line and "sparkls-noctx" in line:
             line["context_gain_points"] = 100 * (line["sparkls"]["em"] - line["sparkls-noctx"]["em"])
         out.append(line)
@@ -437,6 +439,27 @@ def table(summary: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(row) for row in cells)
 
 
+def engines_table(summary: list[dict[str, Any]]) -> str:
+    """The server on llama.cpp (l) and on vLLM (v), same model, same run, beside the raw model (r)."""
+    head = ["model", "set", "lang", "place", "n", "EM l", "EM v", "EM raw", "v-l pts", "empty% l/v", "pass@1 l/v/r",
+            "ms l/v"]
+    lines = [head]
+    for s in summary:
+        sp, v, raw = s.get("sparkls", {}), s.get("sparkls-vllm", {}), s.get("raw", {})
+        if not v:
+            continue
+        gap = "-" if sp.get("em") is None or v.get("em") is None else f"{100 * (v['em'] - sp['em']):.1f}"
+        lines.append([
+            s["model"].removeprefix("qwen2.5-coder-"), s["set"], s["language"], s["placement"], str(s["n"]),
+            _pct(sp.get("em")), _pct(v.get("em")), _pct(raw.get("em")), gap,
+            f"{_pct(sp.get('empty'))}/{_pct(v.get('empty'))}",
+            "/".join(_pct(x.get("pass@1")) for x in (sp, v, raw)),
+            "/".join("-" if x.get("median_ms") is None else f"{x['median_ms']:.0f}" for x in (sp, v))])
+    widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
+    return "\n".join("  ".join(c.rjust(w) if i >= 4 else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in lines)
+
+
 # ---- main --------------------------------------------------------------------------------------------------------
 
 def progress(label: str, i: int, tasks: list[Task]) -> None:
@@ -463,6 +486,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=1, help="CPU threads, the server's and the raw model's")
     ap.add_argument("--settings", default="{}", help='extra server settings as JSON, e.g. \'{"suffixTokens": 256}\'')
     ap.add_argument("--skip-raw", action="store_true", help="do not run the raw model")
+    ap.add_argument("--vllm-model", default="", help="an HF checkpoint of the same model (`sparkls convert-model "
+                    "DIR`): adds system `sparkls-vllm`, the server on the vLLM engine, beside llama.cpp's")
     ap.add_argument("--invoked", action="store_true",
                     help="ask as an explicit invocation (triggerKind Invoked) instead of while typing")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per server request")
@@ -475,14 +500,18 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def server_runs(tasks: list[Task], options: dict[str, Any]) -> list[tuple[str, str | None, dict[str, Any], list[Task]]]:
-    """(system, workspace root, settings, tasks) per server start: one per root, twice for a cross-file root."""
+def server_runs(tasks: list[Task], options: dict[str, Any], vllm_model: str = "",
+                ) -> list[tuple[str, str | None, dict[str, Any], list[Task]]]:
+    """(system, workspace root, settings, tasks) per server start: one per root, twice for a cross-file root,
+    and once more per root on the vLLM engine when `vllm_model` names the same model converted."""
     runs: list[tuple[str, str | None, dict[str, Any], list[Task]]] = []
     for root in sorted({t.source.root or "" for t in tasks}):
         group = [t for t in tasks if (t.source.root or "") == root]
         runs.append(("sparkls", root or None, options, group))
         if root:
             runs.append(("sparkls-noctx", root, {**options, "contextTokens": 0}, group))
+        if vllm_model:
+            runs.append(("sparkls-vllm", root or None, {**options, "engine": "vllm", "modelPath": vllm_model}, group))
     return runs
 
 
@@ -494,7 +523,7 @@ def generate(model: str, path: Path, tasks: list[Task], args: argparse.Namespace
         print(f"{model}: raw model", flush=True)
         answers["raw"] = run_raw(tasks, path, args.threads)
     options = {"engine": "llamacpp", "threads": args.threads, "model": model, **extra}
-    for n, (system, root, opts, group) in enumerate(server_runs(tasks, options)):
+    for n, (system, root, opts, group) in enumerate(server_runs(tasks, options, args.vllm_model)):
         label = f"{model} {system}" + (f" @ {root}" if root else "")
         print(f"{label}: {len(group)} tasks", flush=True)
         log_path = scratch / f"server-{model}-{n}-{system}.log"
@@ -546,9 +575,11 @@ def main() -> int:
             rows.append(row | {system: score(task, got[task.key], tests) for system, got in answers.items()
                                if task.key in got})  # sparkls-noctx answers the cross-file sets only
     systems = ["sparkls", *(["sparkls-noctx"] if any(s in CROSSFILE for s in sets) else []),
-               *([] if args.skip_raw else ["raw"])]
+               *(["sparkls-vllm"] if args.vllm_model else []), *([] if args.skip_raw else ["raw"])]
     summary = summarize(rows, systems)
     print(table(summary))
+    if args.vllm_model:
+        print("\nllama.cpp (l) vs vLLM (v), the same model through the same server:\n" + engines_table(summary))
     if tests.reference_failures:
         print(f"canonical solutions failing their tests here (pass@1 null): {len(tests.reference_failures)}: "
               f"{', '.join(tests.reference_failures[:12])}{' ...' if len(tests.reference_failures) > 12 else ''}")

@@ -23,6 +23,7 @@ was shown comes from the responses, matched to the server's suggestions by docum
 Prints a table (one column per configuration, sample sizes beside the figures) and the ratios between
 configurations, and writes JSON with the CPU, date and command (and a PNG plot when matplotlib is installed).
 Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0] [--model M]
+       [--vllm-model DIR [--vllm-block-sizes 32,64,128]]  (adds `vllm-bN`: the model on vLLM, KV block size N)
 """
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ class Config:
     keystrokes: int | None = None  # type only this many characters of each line (None: all)
 
 
-def configs(naive_keystrokes: int) -> dict[str, Config]:
+def configs(naive_keystrokes: int, vllm_model: str = "", block_sizes: tuple[int, ...] = ()) -> dict[str, Config]:
+    vllm = {"engine": "vllm", "modelPath": vllm_model}  # the same model converted (`sparkls convert-model`)
     return {c.name: c for c in (
         Config("anchored", {"promptLayout": "anchored"}, cancel=True),
+        *(Config(f"vllm-b{b}", {"promptLayout": "anchored", "vllmBlockSize": b, **vllm}, cancel=True)
+          for b in (block_sizes if vllm_model else ())),
         Config("prefix", {"promptLayout": "prefix", "suffixTokens": 24}, cancel=True),
         Config("peer", {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": True},
                cancel=True),
@@ -156,6 +160,7 @@ class Run:
     model: str = ""
     setting_problems: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    counters: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # the engine's own counters before and after
 
 
 def plain(x: Any) -> Any:
@@ -255,11 +260,13 @@ async def replay(config: Config, base: dict[str, Any], targets: list[Target], ch
     if not health.ok:
         raise SystemExit(f"engine not available: {health.detail}")
     run.model = health.model
+    before = await collect(client, run)
     t_start = time.perf_counter()
     for k, t in enumerate(targets):
         await type_file(client, run, k, t, char_ms, word_pause_ms)
     run.wall_s = time.perf_counter() - t_start
     await settle(client, run, quiet_s=2.0)
+    run.counters = (before, await collect(client, run))
     await client.stop()
     run.setting_problems = [ln.split("settings: ", 1)[1].strip() for ln in log_path.read_text().splitlines()
                             if "settings: `" in ln]
@@ -280,8 +287,13 @@ def dist(values: list[float]) -> dict[str, Any]:
 def summarize(run: Run) -> dict[str, Any]:
     typing = [e for rid, e in run.engine.items() if rid not in run.cold_ids]
     started = [e for e in typing if e["prompt_tokens"] > 0]  # the rest were cancelled while queued
-    prompt = sum(e["prompt_tokens"] for e in started)
-    reused = sum(e["reused_tokens"] for e in started)
+    # vLLM reports a request's cached tokens with its first output: one aborted before it is unknown, not 0
+    known = [e for e in started if e.get("reuse_known", True)]
+    prompt = sum(e["prompt_tokens"] for e in known)
+    reused = sum(e["reused_tokens"] for e in known)
+    before, after = run.counters
+    queries = after.get("prefix_cache_queries", 0) - before.get("prefix_cache_queries", 0)
+    hits = after.get("prefix_cache_hits", 0) - before.get("prefix_cache_hits", 0)
     tps = [e["decode_tokens"] / (e["decode_ms"] / 1000) for e in run.engine.values()
            if e["decode_tokens"] > 2 and e["decode_ms"] > 0]
     model = [s for s in run.suggestions.values() if s["source"] == "model"]
@@ -295,7 +307,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "keystrokes": len(run.keystrokes), "completed": len(done),
         "cancelled": sum(k.outcome == "cancelled" for k in run.keystrokes),
         "errors": sum(k.outcome == "error" for k in run.keystrokes),
-        "new_prompt_tokens_warm": dist([e["prompt_tokens"] - e["reused_tokens"] for e in started]),
+        "new_prompt_tokens_warm": dist([e["prompt_tokens"] - e["reused_tokens"] for e in known]),
         "warm_ttft_ms": dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0]),
         "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model]),
         "shown_model": len(shown_model), "shown_typeahead": shown.count("typeahead"),
@@ -306,6 +318,9 @@ def summarize(run: Run) -> dict[str, Any]:
         "decode_tok_s": dist(tps),
         "kv_reuse_fraction_typing": reused / prompt if prompt else 0.0,
         "engine_requests_typing": len(typing), "engine_requests_typing_started": len(started),
+        "engine_requests_typing_reuse_known": len(known),
+        # the engine's own count over the whole replay (vLLM: every scheduled request, aborted ones too)
+        "prefix_cache_hit_rate": hits / queries if queries else None, "prefix_cache_queried_tokens": queries,
         "prompt_tokens_typing": prompt, "reused_tokens_typing": reused,
         "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
         "wall_s": run.wall_s,
@@ -336,7 +351,9 @@ ROWS = [
                                               f"(n={r['cold_first_request_ms']['n']})"),
     ("decode tok/s p50", lambda r: f"{num(r['decode_tok_s']['p50'], 1)} (n={r['decode_tok_s']['n']})"),
     ("KV reuse while typing", lambda r: f"{r['kv_reuse_fraction_typing']:.1%} "
-                                        f"(n={r['engine_requests_typing_started']})"),
+                                        f"(n={r['engine_requests_typing_reuse_known']})"),
+    ("engine's prefix-cache hit rate", lambda r: "-" if r.get("prefix_cache_hit_rate") is None else
+        f"{r['prefix_cache_hit_rate']:.1%} of {r['prefix_cache_queried_tokens']:,} tokens"),
     ("requests / completed / cancelled", lambda r: f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}"
                                                    + (f" +{r['errors']} err" if r["errors"] else "")),
     ("typed-ahead served", lambda r: str(r["typeahead_served"])),
@@ -404,6 +421,15 @@ def machine() -> dict[str, Any]:
             "python": platform.python_version(), "llama_cpp_python": llama}
 
 
+def save(out: str, payload: dict[str, Any], table: str) -> None:
+    """Write `payload` with this machine's facts as JSON to `out`, and `table` beside it as .txt."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
+    path.with_suffix(".txt").write_text(table + "\n")
+    print(f"wrote {path}")
+
+
 def plot(runs: list[Run], path: Path) -> None:
     try:
         import matplotlib
@@ -434,10 +460,15 @@ def main() -> int:
     ap.add_argument("--configs", default="anchored,prefix,peer", help="configurations to run, in this order")
     ap.add_argument("--naive", action="store_true", help="also run the uncancelled naive baseline (slow)")
     ap.add_argument("--naive-keystrokes", type=int, default=6, help="keystrokes per line for the naive run")
+    ap.add_argument("--vllm-model", default="", help="an HF checkpoint of the same model (`sparkls convert-model "
+                    "DIR`): adds configurations `vllm-bN`, the anchored layout on the vLLM engine, KV block size N")
+    ap.add_argument("--vllm-block-sizes", default="32,64,128", help="vLLM KV block sizes, one configuration each")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latency.json"))
     args = ap.parse_args()
-    known = configs(args.naive_keystrokes)
-    names = [n for n in args.configs.split(",") if n] + (["naive"] if args.naive else [])
+    block_sizes = tuple(int(b) for b in args.vllm_block_sizes.split(",") if b) if args.vllm_model else ()
+    known = configs(args.naive_keystrokes, args.vllm_model, block_sizes)
+    names = [n for n in args.configs.split(",") if n] + (["naive"] if args.naive else []) + \
+        [f"vllm-b{b}" for b in block_sizes]
     names = list(dict.fromkeys(names))
     if unknown := [n for n in names if n not in known]:
         ap.error(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(known)}")

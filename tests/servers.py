@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -120,3 +122,105 @@ class CountingProxy:
                     dst.close()
 
         await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+class FaultyOpenAIServer:
+    """A real OpenAI-compatible completions server on 127.0.0.1 (its own thread and event loop) whose
+    behaviour a test switches with `mode`: "ok" streams `answer`; "500" answers HTTP 500; "garbage" streams
+    a body that is not Server-Sent Events of JSON; "drop" closes the connection after the first chunk; "hang"
+    sends the headers and then nothing; "slow" streams with `delay_s` between chunks. `stop()` kills it
+    (connections refused); `start()` brings it back on the same port. `completions` counts requests."""
+
+    def __init__(self, answer: str = "return 1\n", delay_s: float = 0.3) -> None:
+        self.answer, self.delay_s = answer, delay_s
+        self.mode = "ok"
+        self.completions = 0
+        self.port = free_port()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FaultyOpenAIServer:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = self._loop = asyncio.new_event_loop()
+            self._server = loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", self.port))
+            ready.set()
+            loop.run_forever()
+            self._server.close()
+            for task in asyncio.all_tasks(loop):
+                task.cancel()
+            loop.run_until_complete(asyncio.sleep(0))
+            loop.close()
+
+        self._thread = threading.Thread(target=run, name="faulty-openai", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._thread is not None:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = self._thread = None
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:  # keep-alive: one request after another on this connection
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")
+                path = lines[0].split(" ")[1]
+                length = next((int(h.split(":", 1)[1]) for h in lines[1:]
+                               if h.lower().startswith("content-length:")), 0)
+                if length:
+                    await reader.readexactly(length)
+                if path.endswith("/models"):
+                    await self._plain(writer, 200, b'{"object": "list", "data": [{"id": "faulty", "object": "model"}]}')
+                elif path.endswith("/completions"):
+                    self.completions += 1
+                    await self._complete(writer)
+                else:
+                    await self._plain(writer, 404, b"not found")
+        except (asyncio.IncompleteReadError, ConnectionError, IndexError, ValueError):
+            pass
+        finally:
+            writer.close()
+
+    @staticmethod
+    async def _plain(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
+        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+                     .encode() + body)
+        await writer.drain()
+
+    async def _complete(self, writer: asyncio.StreamWriter) -> None:
+        mode = self.mode
+        if mode == "500":
+            await self._plain(writer, 500, b'{"error": "internal server error"}')
+            return
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+
+        async def chunk(data: bytes) -> None:
+            writer.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            await writer.drain()
+
+        if mode == "hang":
+            await asyncio.sleep(3600)
+        if mode == "garbage":
+            await chunk(b"data: {this is not json\n\n\x00\xff garbage\n\n")
+        else:
+            for i, piece in enumerate(self.answer[j : j + 3] for j in range(0, len(self.answer), 3)):
+                await chunk(b"data: " + json.dumps({"choices": [{"text": piece, "finish_reason": None}]}).encode()
+                            + b"\n\n")
+                if mode == "drop" and i == 0:
+                    writer.transport.abort()
+                    return
+                if mode == "slow":
+                    await asyncio.sleep(self.delay_s)
+            await chunk(b"data: " + json.dumps({"choices": [{"text": "", "finish_reason": "stop"}]}).encode() + b"\n\n")
+            await chunk(b"data: [DONE]\n\n")
+        await chunk(b"")

@@ -1,5 +1,7 @@
 """Context at a cursor: mode, scope limits, stable anchors, preamble, token healing."""
 
+import itertools
+
 from conftest import doc_at
 from sparkls.completion import context
 from sparkls.completion.context import Budget
@@ -270,3 +272,36 @@ def test_crlf_documents_get_crlf_newlines():
     doc, cursor = doc_at("def f(x):\r\n    y = g(x)<|>\r\n    return y\r\n")
     ctx = context.build(doc, cursor)
     assert ctx.newline and ctx.middle.endswith("y = g(x)\r\n") and ctx.eol == "\r\n"
+
+
+# -- secrets: the prompt shows them redacted, the frame keeps the document's text ---------------------------
+
+SECRETS = '''import os
+
+AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
+
+
+def connect(host: str, token: str = "ghp_16C7e42F292c6912E7710c838347Ae178B4a") -> None:
+    pass
+
+
+def main() -> None:
+    api_key = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"
+    <|>
+    client = make(password="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
+'''
+
+
+def test_the_prompt_shows_secrets_redacted_while_the_frame_keeps_the_documents_text():
+    ctxs = type_along(SECRETS, "conn\nx", Budget(prefix_tokens=30, preamble_tokens=200))
+    shown = [context.redacted(c) for c in ctxs]
+    texts = [s.preamble + s.prefix + s.suffix + s.middle for s in shown]
+    for secret in ("AKIAIOSFODNN7EXAMPLE", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
+                   "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"):
+        assert not any(secret in t for t in texts), secret
+    assert 'token: str = "<redacted>"' in shown[0].preamble  # the outline keeps the signature's shape
+    assert shown[0].middle == '    api_key = "<redacted>"\n' and 'password="<redacted>"' in shown[0].suffix
+    assert all(c.frame is ctxs[0].frame for c in ctxs) and "Zm9vYmFy" in ctxs[0].frame.suffix + ctxs[0].middle
+    # Typing still only appends to the typed text the prompt shows.
+    assert all(b.middle.startswith(a.middle) for a, b in itertools.pairwise(shown))
+    assert shown[-1].middle == '    api_key = "<redacted>"\n    conn\nx'

@@ -15,7 +15,7 @@ import time
 
 import pytest
 import pytest_asyncio
-from sparkls.engine.base import EngineError, GenerationRequest, Priority
+from sparkls.engine.base import Delta, EngineError, GenerationRequest, Priority
 
 from tests.conftest import require
 from tests.e2e import engine_cases
@@ -68,6 +68,25 @@ async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix
         assert results[2][1].reused_tokens >= results[2][1].prompt_tokens - 64  # the server's prefix cache
         health = await engine.health()
         assert health.ok and health.stats["prefix_cache_hits"] > 0
+    finally:
+        await engine.close()
+
+
+async def test_special_token_stops_go_to_vllm_serve_as_token_ids_so_no_text_is_held_back(server):
+    from sparkls.completion.prompt import TEMPLATES
+
+    stops = TEMPLATES["qwen"].stops  # special tokens of up to 14 characters
+    engine = make(server)
+    try:
+        deltas = []
+        async for ev in engine.stream(GenerationRequest(prompt("stops"), max_tokens=20, stop=(*stops, "\n\n"))):
+            if isinstance(ev, Delta):
+                deltas.append(ev.text)
+        body = engine._body(GenerationRequest("p", stop=(*stops, "\n\n")))
+        assert body["stop"] == ["\n\n"] and len(body["stop_token_ids"]) == len(stops)  # a plain string stays one
+        # As strings, vLLM would hold back the last 13 characters: with this model's one character per token,
+        # the first 13 tokens would come as one delta. As token ids, each token streams when decoded.
+        assert "".join(deltas) == "!" * 20 and len(deltas) >= 15 and len(deltas[0]) <= 2, deltas
     finally:
         await engine.close()
 
@@ -168,3 +187,64 @@ async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog
     assert ["priority" in b for b in bodies] == [True, False, False]
     assert [r.message for r in caplog.records if r.message.startswith("the server")] == [
         "the server rejects request priorities (start it with --scheduling-policy priority); sending none from now on"]
+
+
+async def test_a_server_without_vllms_tokenize_is_asked_once_and_keeps_string_stops():
+    """An OpenAI-compatible stand-in (a real HTTP server on 127.0.0.1) that answers 404 to `/tokenize`."""
+    seen: list[tuple[str, dict]] = []
+
+    async def handle(reader, writer):
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            path = head.split(b" ", 2)[1].decode()
+            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
+                              if ln.lower().startswith(b"content-length")))
+            seen.append((path, json.loads(await reader.readexactly(length))))
+            if path.endswith("/completions"):
+                out = b'data: {"choices": [{"text": "ok", "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                             % (len(out), out))
+            else:
+                out = b'{"detail": "Not Found"}'
+                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: %d\r\n\r\n%s" % (len(out), out))
+            await writer.drain()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    engine = make(f"http://127.0.0.1:{port}/v1", api_key="", model="plain", send_priority=False)
+    stops = ("<|endoftext|>", "<|fim_prefix|>", "\n\n")
+    try:
+        for _ in range(2):
+            text, _, _ = await collect(engine, GenerationRequest("x", max_tokens=3, stop=stops))
+            assert text == "ok"
+    finally:
+        await engine.close()
+        server.close()
+    assert [path for path, _ in seen] == ["/tokenize", "/v1/completions", "/v1/completions"]
+    assert all(body["stop"] == list(stops) and "stop_token_ids" not in body for _, body in seen[1:])
+
+
+async def test_an_answer_stopped_with_abort_mid_stream_finishes_cleanly_not_as_a_fault():
+    """The completion pipeline aborts a generation as soon as its answer is complete and keeps reading the
+    stream for the statistics: the closed stream is the end of that answer, not a remote failure (which would
+    count against the engine and, three times in a row, take it down)."""
+    from tests.servers import FaultyOpenAIServer
+
+    server = FaultyOpenAIServer(answer="return value + 1\n", delay_s=0.2).start()
+    server.mode = "slow"
+    engine = make(server.url, api_key="", send_priority=False)
+    try:
+        req = GenerationRequest("x", max_tokens=8, stop=())
+        events = []
+        async for event in engine.stream(req):
+            events.append(event)
+            if isinstance(event, Delta) and len(events) == 1:
+                await engine.abort(req.id)
+        assert isinstance(events[0], Delta) and events[0].text == "ret"
+        assert events[-1].stats.finish_reason == "abort"  # a clean finish (no EngineError was raised)
+        text, _, _ = await collect(engine, GenerationRequest("x", max_tokens=8, stop=()))
+        assert text == "return value + 1\n"  # the next request is served as usual
+    finally:
+        await engine.close()
+        server.stop()

@@ -56,12 +56,27 @@ async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
     assert events >= 3 and text  # several deltas, then the Finished
 
 
+async def test_special_token_stops_hold_no_text_back_so_the_first_token_streams_at_once(engine):
+    from sparkls.completion.prompt import TEMPLATES
+
+    stops = TEMPLATES["qwen"].stops  # special tokens of up to 14 characters
+    texts, token_ids = engine._stops((*stops, "\n\n"))
+    assert texts == ("\n\n",) and len(token_ids) == len(stops)  # a plain string stays a string
+    # As text stops, vLLM would hold back the last 13 characters of the stream: with this model's one character
+    # per token, 13 tokens would pass before the first delta. As token stops, each token streams when decoded.
+    deltas = []
+    async for ev in engine.stream(GenerationRequest(prompt("stops"), max_tokens=20, stop=stops)):
+        if isinstance(ev, Delta):
+            deltas.append(ev.text)
+    assert len(deltas) >= 15 and len(deltas[0]) <= 2, deltas
+
+
 async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
     tag = uuid.uuid4().hex  # a prefix no earlier request had
     before = dict((await engine.health()).stats)
     _, cold, _ = await collect(engine, GenerationRequest(prompt(tag, "x"), max_tokens=4))
     _, warm, _ = await collect(engine, GenerationRequest(prompt(tag, "xy"), max_tokens=4))
-    assert cold.reused_tokens == 0
+    assert cold.reused_tokens == 0 and cold.reuse_known and warm.reuse_known  # vLLM said, with the first output
     # Whole 32-token blocks before the first difference (the cursor) come from the cache.
     assert warm.reused_tokens >= warm.prompt_tokens - 2 * 32, warm
     assert warm.reused_tokens % 32 == 0
@@ -81,7 +96,7 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
     # Aborted before the cancellation propagated: nothing is left running in the engine.
     assert engine._llm.get_num_unfinished_requests() == 0
     (stats,) = [st for rid, st in engine.completed if rid == req.id]
-    assert stats.finish_reason == "abort" and stats.decode_tokens < 3000
+    assert stats.finish_reason == "abort" and stats.decode_tokens < 3000 and stats.reuse_known
     _, nxt, _ = await collect(engine, GenerationRequest(prompt("next"), max_tokens=4))
     assert nxt.decode_tokens == 4 and nxt.finish_reason == "length"
     assert (await engine.health()).stats["running"] == 0

@@ -135,6 +135,15 @@ def test_a_glob_with_a_slash_matches_the_whole_relative_path_only():
     assert not excluded("app/config/local.yaml", ["config/*.yaml"])
 
 
+@pytest.mark.parametrize(("path", "glob"), [
+    ("config/local.yaml", "**/config/*.yaml"), ("app/config/local.yaml", "**/config/*.yaml"),
+    (".env.prod", "**/.env.*"), ("src/gen.py", "src/**/gen.py"), ("src/a/b/gen.py", "src/**/gen.py"),
+    ("node_modules/x/index.js", "**/node_modules/"),
+])
+def test_a_double_star_folder_also_matches_no_folder_as_in_gitignore(path, glob):
+    assert excluded(path, [glob])
+
+
 def test_a_symlink_leading_out_of_the_root_is_refused(tmp_path):
     outside, root = tmp_path / "outside", tmp_path / "root"
     write(tmp_path, {"outside/secret.py": "TOKEN = 1\n", "root/ok.py": "x = 1\n"})
@@ -214,6 +223,26 @@ def test_open_documents_win_over_disk_and_an_open_env_file_is_never_returned(tmp
     out = gather(doc, open_docs, index, near, 2000)
     assert out == [Snippet("app/shapes.py", "def area(b):\n    return 42"), Snippet("notes.py", "print(area(b))")]
     assert gather(doc, dict(reversed(open_docs.items())), index, near, 2000) == out
+
+
+def test_credentials_in_other_files_snippets_are_redacted(tmp_path):
+    doc, near, index = workspace(tmp_path)
+    shapes = tmp_path / "app/shapes.py"
+    open_docs = {shapes.as_uri(): opened(shapes, 'KEY = "AKIAIOSFODNN7EXAMPLE"\n\n\ndef area(b):\n    return 42\n')}
+    [snippet] = gather(doc, open_docs, index, near + " + KEY", 2000)  # KEY is used near the cursor
+    assert snippet.text == 'KEY = "<redacted>"\n\ndef area(b):\n    return 42'
+
+
+def test_no_snippet_holds_a_line_of_a_private_key_even_a_window_inside_the_block(tmp_path):
+    doc, near, index = workspace(tmp_path)
+    keys = tmp_path / "app/keys.py"
+    # Lines of the key share names with the code at the cursor: a window inside the block, without its BEGIN and END
+    # lines, would be the most similar one (files are redacted whole, before they are cut into windows).
+    body = "".join(f"area/b/Box/{i:02d}AAKCAQEA3Tz2mr7SZiAMfQyuvBjM9OiZ1BjP5CE\n" for i in range(40))
+    block = 'KEY = """-----BEGIN RSA PRIVATE KEY-----\n{}-----END RSA PRIVATE KEY-----"""'
+    head = "def f():\n    pass\n\n\n"
+    out = gather(doc, {keys.as_uri(): opened(keys, head + block.format(body) + "\n")}, index, near, 1000)
+    assert [s.text for s in out if s.path == "app/keys.py"] == [head + block.format("<redacted>\n")]
 
 
 def test_open_documents_outside_the_roots_are_never_context(tmp_path):

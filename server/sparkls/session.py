@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 from sparkls.engine import Engine, create_engine
 from sparkls.engine.base import Health
+from sparkls.engine.supervisor import SupervisedEngine
 from sparkls.settings import Settings
 from sparkls.text.document import Document
 from sparkls.text.positions import Encoding
@@ -60,6 +61,8 @@ class Session:
         self._changes: dict[str, collections.deque[Change]] = {}
         self._watchers: dict[str, list[asyncio.Future[Document]]] = {}
         self._shut_down = False
+        # How the user hears of the engine (level "error" or "info"): set by the LSP layer; logs meanwhile.
+        self.notify: Callable[[str, str], None] = lambda level, message: log.info("%s: %s", level, message)
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)
@@ -164,8 +167,13 @@ class Session:
 
     # -- engine ----------------------------------------------------------------------------------
     def start_engine(self) -> Engine:
+        """The engine, built on first use from the settings and supervised (restarted when it dies or hangs,
+        with backoff; one message per outage)."""
         if self.engine is None:
-            self.engine = create_engine(self.settings.engine_options())
+            options = self.settings.engine_options()
+            self.engine = SupervisedEngine(
+                lambda recorder: create_engine(options, recorder), self.settings.supervisor_options(),
+                on_outage=lambda m: self.notify("error", m), on_recovered=lambda m: self.notify("info", m))
         return self.engine
 
     async def health(self) -> Health:

@@ -17,6 +17,7 @@ from pydantic.alias_generators import to_camel
 
 from sparkls.engine.model_files import DEFAULT_MODEL
 from sparkls.engine.options import EngineOptions, FakeOptions, LlamaCppOptions, OpenAIOptions, VllmOptions
+from sparkls.engine.supervisor import SupervisorOptions
 from sparkls.workspace.files import DEFAULT_EXCLUDES
 
 Engine = Literal["llamacpp", "vllm", "openai", "fake"]
@@ -119,6 +120,12 @@ class Settings(BaseModel):
         "Connect and read timeout (seconds) of the `openai` engine."))
     openai_retries: int = Field(default=2, ge=0, le=10, description=(
         "Retries (exponential backoff) when the server cannot be reached before the first token."))
+    engine_stall_s: int = Field(default=30, alias="engineStallSeconds", ge=1, le=3600, description=(
+        "An engine that makes no progress this long while a request waits on it is taken for hung: its requests "
+        "fail and it is restarted (with backoff, as after a crash or repeated failures)."))
+    engine_start_wait_ms: int = Field(default=5000, alias="engineStartWaitMs", ge=0, le=600000, description=(
+        "How long a request waits for a starting engine (the model loading, vLLM compiling) before it is answered "
+        "empty; the start goes on and shows as progress. Keeps the editor answering while a large model loads."))
     max_tokens_rewrite: int = Field(default=768, ge=16, le=16384, description=(
         "Most tokens generated for a rewrite (code action, next-edit window); a rewrite asks for about 1.5x the "
         "region's tokens plus 96, up to this."))
@@ -147,6 +154,9 @@ class Settings(BaseModel):
     fake_token_delay_ms: int = Field(default=0, ge=0, le=60000, description=(
         "Delay between the `fake` engine's tokens (tests only)."))
     log_level: LogLevel = Field(default="info", description="Server log level (logs go to stderr).")
+    metrics_port: int = Field(default=0, ge=0, le=65535, description=(
+        "Serve Prometheus metrics at `http://127.0.0.1:<port>/metrics` (loopback only); 0 = off. Read on "
+        "initialize: a change takes effect after a restart."))
 
     def engine_options(self) -> EngineOptions:
         """What `engine.create_engine` builds the chosen engine from."""
@@ -168,6 +178,10 @@ class Settings(BaseModel):
                                threads=self.threads, reuse_cache=self.kv_cache, priority=self.priority_scheduling,
                                speculation=self.speculation,
                                speculative_tokens=spec or LlamaCppOptions.speculative_tokens)
+
+    def supervisor_options(self) -> SupervisorOptions:
+        """How `engine.supervisor` watches and restarts the engine."""
+        return SupervisorOptions(stall_s=float(self.engine_stall_s), start_wait_s=self.engine_start_wait_ms / 1000)
 
 
 def _shown(name: str, value: Any) -> str:

@@ -70,6 +70,38 @@ async def test_code_actions_are_listed_without_the_model_and_resolve_to_versione
         assert tes and all(e.range.start.line == 4 for e in tes)
 
 
+WIDE = 'import os\n\n\ndef shout(x):\n    return "héllo 😀 漢字 𝔘" + x\n'
+WIDE_FIXED = WIDE.replace('" + x\n', '" + str(x).upper()\n')
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+@pytest.mark.parametrize("how", ["resolved", "streamed"])
+async def test_edits_after_an_emoji_and_cjk_on_the_same_line_apply_in_each_encoding(how, encoding):
+    opts = {"engine": "fake", "fakeResponse": fence(WIDE_FIXED[WIDE_FIXED.index("def") :]),
+            "editStreaming": how == "streamed"}
+    async with lsp(encoding=encoding, options=opts) as (c, _):
+        ed = Editor(c, encoding)
+        uri = "file:///w/wide.py"
+        ed.open(uri, WIDE)
+        at = WIDE.index("x\n")
+        diag = types.Diagnostic(range=types.Range(start=ed.pos(uri, at), end=ed.pos(uri, at + 1)),
+                                message="x may not be a str", source="lint")
+        fix = titled(await actions_at(c, uri, ed.pos(uri, at), [diag]), "Fix")
+        if how == "resolved":
+            edit = (await c.code_action_resolve_async(fix)).edit
+            (tde,) = edit.document_changes
+            # Minimal: small edits on the emoji line, each after the wide characters (in this encoding's units).
+            after_wide = ed.pos(uri, WIDE.index('" + x')).character
+            assert tde.edits and all(e.range.start.line == 4 and e.range.start.character > after_wide
+                                     for e in tde.edits)
+            assert apply_workspace_edit(WIDE, edit, 1, encoding) == WIDE_FIXED
+        else:
+            out = await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
+                command=fix.command.command, arguments=fix.command.arguments)), 20)
+            assert out["reason"] == "done" and ed.refused == 0
+            assert ed.texts[uri] == WIDE_FIXED  # the editor applied the streamed edits in this encoding
+
+
 async def test_a_client_that_cannot_resolve_edits_gets_a_command_that_applies_the_edit_at_once():
     async with lsp("emacs", options=RESOLVE) as (c, _):  # eglot: no codeAction resolveSupport
         ed = Editor(c)

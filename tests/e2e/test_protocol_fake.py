@@ -11,6 +11,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
 from tests.e2e.lsp_client import CLIENTS, HELIX, inline_params, lsp, metrics, open_doc, position, raw_request
+from tests.test_edits import apply_lsp
 
 # A line with an emoji and CJK before the cursor, so each encoding gives a different character.
 TEXT = 'def greet(name):\n    msg = "héllo 😀 漢字" + name\n    retu\n\nprint(greet("x"))\n'
@@ -46,6 +47,37 @@ async def test_inline_and_classic_completion_work_for_each_client_and_encoding(c
         assert item.text_edit.range.start == position(text, cursor - 4, encoding)
         m = await metrics(c)
         assert m.suggestions[-1].version == 2
+
+
+# A line where the three encodings disagree before the cursor: é and 漢字 (2 and 3 UTF-8 bytes, one UTF-16 unit each),
+# 😀 and a mathematical letter U (4 UTF-8 bytes, two UTF-16 units each).
+WIDE = 'def f(n):\n    label = "héllo 😀 漢字 𝔘"; n = re\n    return n\n'
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
+async def test_typing_and_completing_after_an_emoji_and_cjk_on_the_same_line_lands_at_the_cursor(encoding):
+    async with lsp("visual-studio-code", encoding, {"engine": "fake", "fakeResponse": "urn n\n"}) as (c, _):
+        uri = "file:///w/wide.py"
+        open_doc(c, uri, WIDE)
+        at = WIDE.index("= re") + 4
+        typed = position(WIDE, at, encoding)  # the user types "t" at the end of `re`, after the wide characters
+        assert typed.character == {"utf-8": 45, "utf-16": 36, "utf-32": 34}[encoding]
+        c.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=typed, end=typed),
+                                                                    text="t")]))
+        text = WIDE[:at] + "t" + WIDE[at:]
+        cur = position(text, at + 1, encoding)
+        done = text.replace("n = ret\n", "n = return n\n")
+        inline = await c.text_document_inline_completion_async(inline_params(uri, cur))
+        (item,) = inline.items
+        assert item.range == types.Range(start=cur, end=cur)
+        assert apply_lsp(text, [types.TextEdit(range=item.range, new_text=item.insert_text)], encoding) == done
+        comp = await c.text_document_completion_async(types.CompletionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        edit = comp.items[0].text_edit  # replaces the word `ret` before the cursor
+        assert (edit.range.start, edit.range.end) == (position(text, at - 2, encoding), cur)
+        assert apply_lsp(text, [edit], encoding) == done
 
 
 async def test_helix_capabilities_get_classic_completion_with_utf8_positions():

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Literal
 
 from tree_sitter import Node
@@ -27,6 +28,7 @@ from sparkls.completion.preamble import build_preamble
 from sparkls.engine.base import CHARS_PER_TOKEN
 from sparkls.text.document import Document
 from sparkls.text.nodes import DEFINITIONS, INDENT_LANGUAGES, ancestors, indent_width
+from sparkls.workspace import redact
 
 _OPENERS = ("(", "[", "{", ":", "=>")
 # At the end of a line these open a block that follows on new lines: `{`, `=>`, and a `:` after a compound
@@ -265,6 +267,20 @@ def next_line(ctx: Context) -> Context:
     opener = opens_block(ctx.line_before.strip())
     return replace(ctx, mode="multi" if opener else "single", line_before="", insert_lines=False, heal="",
                    middle=ctx.middle + ctx.eol, newline=True, line_done=False)
+
+
+def redacted(ctx: Context) -> Context:
+    """`ctx` as the prompt shows it: credential-looking values in the outline, prefix, suffix and typed text replaced
+    by `<redacted>` (other files' snippets are redacted when gathered). The frame keeps the document's own text (it
+    is compared with the next keystroke's). The typed text stays append-only: the lines above the cursor's in it do
+    not change while the user types, and a cursor line that holds a secret gets no prompt at all (the pipeline)."""
+    return replace(ctx, preamble=_shown(ctx.preamble), prefix=_shown(ctx.prefix), suffix=_shown(ctx.suffix),
+                   middle=_shown(ctx.middle))
+
+
+@lru_cache(maxsize=64)  # the frame's parts stay the same while the user types: each is redacted once
+def _shown(text: str) -> str:
+    return redact.redact(text)
 
 
 def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "anchored",

@@ -1,7 +1,8 @@
 """One suggestion, from a document snapshot and a cursor to cleaned text, with per-stage timings.
 
 document + tree -> context (keeping the previous request's stable frame while it holds; a new frame
-gathers workspace context) -> prompt -> engine stream (early stop) -> finalize. No LSP types here:
+gathers workspace context) -> prompt (credential-looking values redacted; a cursor line that holds one gets no
+suggestion and sends nothing) -> engine stream (early stop) -> finalize. No LSP types here:
 offsets and strings in, a `Suggestion` out (the frame goes to the session through `keep`). Cancelling
 the calling task aborts the engine request (the engine's stream does it on CancelledError/
 GeneratorExit); an early stop aborts it too.
@@ -30,6 +31,7 @@ from sparkls.engine.base import (
 )
 from sparkls.settings import Settings
 from sparkls.text.document import Document, file_name
+from sparkls.workspace import redact
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,11 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
     t0 = time.perf_counter()
     rid = request_id or new_request_id("sugg")
     place = place or place_of(doc.uri)
+    if redact.on_line(doc.text, cursor):
+        log.info("%s no suggestion: the cursor's line looks like a credential (it is not sent to the model)", rid)
+        total = (time.perf_counter() - t0) * 1000
+        return Suggestion(doc.uri, doc.version, cursor, "", "single", "none", Timings(total_ms=total, post_ms=total),
+                          request_id=rid)
     if settings.typeahead and not invoked:  # an explicit request asks the model again
         rest = typeahead.lookup(cache, doc.uri, doc.text, cursor)
         if rest is not None:
@@ -139,7 +146,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
         prompt_ms += more_ms
         engine_ms.append(stats)
     t3 = time.perf_counter()
-    final = finalize(text, ctx)
+    final = _without_placeholder(finalize(text, ctx), rid)
     if ctx.newline and final.strip():
         final = ctx.eol + final  # the newline the prompt assumed
     t4 = time.perf_counter()
@@ -151,12 +158,22 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
     return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
 
 
+def _without_placeholder(text: str, rid: str) -> str:
+    """A suggestion cut before the line where the model wrote the redaction placeholder (copied from the prompt):
+    `<redacted>` is never offered as code."""
+    at = text.find(redact.PLACEHOLDER)
+    if at == -1:
+        return text
+    log.info("%s: the suggestion repeats %s; cut before its line", rid, redact.PLACEHOLDER)
+    return text[: text.rfind("\n", 0, at) + 1].rstrip()
+
+
 async def _generate(ctx: context.Context, settings: Settings, engine: Engine, template: prompt.FimTemplate,
                     place: Place, rid: str) -> tuple[str, GenerationStats, float]:
     """Run the engine on the prompt for `ctx` until the stop policy has a complete answer: the answer
     relative to the cursor (not yet finalized), the engine's statistics, and the prompt rendering ms."""
     t0 = time.perf_counter()
-    p = prompt.render(ctx, template, path=place.path, repo=place.repo)
+    p = prompt.render(context.redacted(ctx), template, path=place.path, repo=place.repo)
     prompt_ms = (time.perf_counter() - t0) * 1000
     max_tokens = settings.max_tokens_single if ctx.mode == "single" else settings.max_tokens_multi
     req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid)

@@ -4,7 +4,8 @@ A suggestion runs as a job keyed by (version, cursor, invoked): identical reques
 inline and classic completion at once) share one job, and a newer job for the same document cancels the older
 one, whose requests then answer `RequestCancelled` while its engine request is aborted. Per document it keeps
 the last request's prompt frame (reused while only the typed span changes), the typed-ahead cache, and the
-timings of recent suggestions for `sparkls/metrics`.
+timings of recent suggestions for `sparkls/metrics`; `observers` hear of each suggestion made (the Prometheus
+exporter's time to suggestion).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from sparkls.completion import context, pipeline, prompt, typeahead
 from sparkls.engine import metrics
-from sparkls.engine.base import GenerationStats
+from sparkls.engine.base import GenerationStats, wait_started
 from sparkls.session import Session
 from sparkls.text.document import Document
 from sparkls.workspace import files, snippets
@@ -75,6 +76,7 @@ class CompletionService:
         self._typeahead: dict[str, typeahead.Remembered] = {}
         self._frames: dict[str, context.Frame] = {}  # uri -> the last request's stable prompt part
         self._served = 0
+        self.observers: list[Callable[[pipeline.Suggestion], None]] = []
         session.subscribe(self)
 
     # -- the session's documents -----------------------------------------------------------------
@@ -109,8 +111,8 @@ class CompletionService:
         if self._template is None:
             engine, settings = self.session.start_engine(), self.session.settings
             family = settings.fim_template
-            if family == "auto":
-                await engine.ready()
+            if family == "auto":  # the model's metadata names it: wait (a while) for the engine to start
+                await wait_started(engine, settings.engine_start_wait_ms / 1000)
                 family = prompt.family_from_metadata(engine.model_metadata(), settings.model_path)
             self._template = prompt.TEMPLATES[family]
             log.info("FIM template: %s", family)
@@ -172,6 +174,11 @@ class CompletionService:
         self._jobs[uri] = job
         return job
 
+    @property
+    def running(self) -> int:
+        """Suggestion jobs not finished yet (at most one per document)."""
+        return sum(not job.task.done() for job in self._jobs.values())
+
     async def _wait(self, job: Job) -> pipeline.Suggestion:
         """Await a job; when the last request waiting for it is cancelled, the job is cancelled too."""
         job.waiters += 1
@@ -193,13 +200,19 @@ class CompletionService:
 
     # -- metrics ---------------------------------------------------------------------------------
     def _record(self, s: pipeline.Suggestion) -> None:
-        """Keep the timings of recent suggestions for `sparkls/metrics`; log a per-class summary now and then."""
+        """Keep the timings of recent suggestions for `sparkls/metrics` and tell the observers; log a per-class
+        summary now and then."""
         engine = self.session.engine
         if s.source == "model" and engine is not None:
             self._served += 1
             if self._served % SUMMARY_EVERY == 0:
                 log.info("engine %s: %s", engine.name, self.summary())
         self.history.append(s)
+        for observe in self.observers:
+            try:
+                observe(s)
+            except Exception:  # metrics never cost a suggestion
+                log.exception("an observer of suggestion %s failed", s.request_id)
 
     def summary(self) -> str:
         """The per-class engine summary as one log line."""

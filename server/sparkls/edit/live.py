@@ -17,11 +17,11 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from sparkls.edit import diff, rewrite
 from sparkls.edit.generate import LineGeneration, request_for
-from sparkls.engine.base import Engine, GenerationStats, Priority, new_request_id
+from sparkls.engine.base import Engine, EngineError, GenerationStats, Priority, new_request_id
 from sparkls.settings import Settings
 from sparkls.text.document import Document, file_name
 
@@ -128,6 +128,15 @@ class StreamingEdit:
         self._redirect: str | None = None
         self._gen_task: asyncio.Task[None] | None = None
         self._sent_version = -1  # the version our last edit was computed for
+        self._run_task: asyncio.Task[Any] | None = None
+
+    async def stop(self, timeout_s: float) -> None:
+        """Cancel the edit as the user would (the region reverts with `editCancel: revert`), waiting at most
+        `timeout_s` for it to finish (the server is shutting down)."""
+        task = self._run_task
+        if task is not None and not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=timeout_s)
 
     # -- control -----------------------------------------------------------------------------------
     def redirect(self, instruction: str) -> None:
@@ -138,6 +147,7 @@ class StreamingEdit:
 
     # -- the loop ----------------------------------------------------------------------------------
     async def run(self) -> Outcome:
+        self._run_task = asyncio.current_task()
         try:
             while True:
                 self._redirect = None
@@ -156,6 +166,10 @@ class StreamingEdit:
             await self._stop_generation()
             await self._after_cancel()
             self.outcome.reason = "cancelled"
+            raise
+        except EngineError:  # the engine failed mid-rewrite: no half-rewritten region is left behind
+            await self._after_cancel()
+            self.outcome.reason = "error"
             raise
         except UserEdited as e:
             await self._stop_generation()
@@ -192,7 +206,8 @@ class StreamingEdit:
         rid = new_request_id("stream")
         prompt = rewrite.render(doc, self.tracker.start, self.tracker.end, instruction, file_name(doc.uri))
         priority = Priority.INTERACTIVE if self.outcome.redirects else Priority.CODE_ACTION
-        gen = LineGeneration(self.engine, request_for(prompt.text, base, self.settings, priority, rid), prompt.indent)
+        gen = LineGeneration(self.engine, request_for(prompt.text, base, self.settings, priority, rid), prompt.indent,
+                             prompt.secrets)  # the model sees placeholders; the buffer gets the secrets back
         self.outcome.request_ids.append(rid)
         try:
             async for lines in gen:

@@ -5,7 +5,7 @@
 a word is one hunk, not eight). `render` asks the model to rewrite an editable window around the
 cursor with the next edit applied, the recent hunks described in words (`describe`: the 0.5B model
 follows "replaced `count` with `n` on line 2" where it echoed a diff unchanged); the window's
-minimal diff is the prediction.
+minimal diff is the prediction. Secrets in the window and the hunks never reach the model (`rewrite.render`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from sparkls.edit import rewrite
 from sparkls.text.document import Document
+from sparkls.workspace.redact import Secrets
 
 MAX_HUNK_CHARS = 4000
 
@@ -119,6 +120,7 @@ class NextEditPrompt:
     text: str
     start: int  # the editable window in the document (whole lines)
     end: int
+    secrets: Secrets = ()  # the placeholders in the prompt's window and the values they stand for
 
 
 def window(text: str, cursor: int, before: int, after: int) -> tuple[int, int]:
@@ -141,4 +143,4 @@ def render(doc: Document, cursor: int, history: History | None, path: str = "", 
     """Ask for the editable window around the cursor rewritten with the next edit (the rewrite prompt)."""
     s, e = window(doc.text, cursor, before, after)
     p = rewrite.render(doc, s, e, instruction(history), path)
-    return NextEditPrompt(p.text, s, e)
+    return NextEditPrompt(p.text, s, e, p.secrets)

@@ -4,7 +4,10 @@ An edit prompt asks the model to rewrite one region and answer with that region 
 code block. The layout keeps the KV cache useful: the fixed instructions, then the file's context
 (stable while the user works in one place), then the region, then the instruction last (a redirect
 changes only the end). For chat models (Qwen2.5-Coder-Instruct: ChatML) the assistant turn is
-pre-filled with the opening fence, so the first generated token is already code.
+pre-filled with the opening fence, so the first generated token is already code. The model never sees a
+credential-looking value: in the region each becomes a numbered placeholder (`<redacted-1>`) that the answer's
+lines get back as the original value (`LineGeneration`), so a rewrite keeps every secret as it was; elsewhere
+(imports, the code around, the instruction) it becomes `<redacted>`.
 
 `LineReader` turns streamed text into completed lines and stops at the closing fence; `compose`
 lays the lines generated so far over the original region, which is what the buffer shows while a
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 
 from sparkls.text.document import Document
 from sparkls.text.nodes import indentation
+from sparkls.workspace import redact
 
 SYSTEM = ("You are a precise code editor. You rewrite exactly the code you are given, change only what the "
           "instruction asks, and keep the rest of it character for character. Reply with the rewritten code in "
@@ -32,8 +36,9 @@ FENCE_LANG = {"typescriptreact": "tsx", "javascriptreact": "jsx", "plaintext": "
 @dataclass(frozen=True)
 class RewritePrompt:
     text: str
-    region: str  # the text the model rewrites
+    region: str  # the text the model rewrites (as the document has it)
     indent: str  # the region's indentation
+    secrets: redact.Secrets = ()  # the placeholders in the prompt's region and the values they stand for
 
 
 def fence_lang(language: str) -> str:
@@ -62,20 +67,22 @@ def chatml(system: str, user: str, assistant_prefix: str) -> str:
 
 def render(doc: Document, start: int, end: int, instruction: str, path: str = "",
            before_lines: int = 0, after_lines: int = 0) -> RewritePrompt:
-    """The prompt that asks for doc.text[start:end] rewritten according to `instruction`."""
+    """The prompt that asks for doc.text[start:end] rewritten according to `instruction` (secrets masked)."""
     region = doc.text[start:end]
+    masked, secrets = redact.mask(doc.text, start, end)
     lang = fence_lang(doc.language)
     before, after = _context(doc, start, end, before_lines, after_lines)
     parts = [f"File: {path or doc.uri}"]
     imports = imports_of(doc)
     if imports and imports not in region:
-        parts.append(f"The file's imports:\n{FENCE}{lang}\n{imports}\n{FENCE}")
+        parts.append(f"The file's imports:\n{FENCE}{lang}\n{redact.redact(imports)}\n{FENCE}")
     if before.strip() or after.strip():
-        parts.append(f"Code around it (for reference only, do not repeat it):\n{FENCE}{lang}\n{before}"
-                     f"<<< the code to rewrite is here >>>\n{after}{FENCE}")
-    parts.append(f"The code to rewrite:\n{FENCE}{lang}\n{region.rstrip(chr(10))}\n{FENCE}")
-    parts.append(f"Instruction: {instruction.strip()}")
-    return RewritePrompt(chatml(SYSTEM, "\n\n".join(parts), f"{FENCE}{lang}\n"), region, indentation(region))
+        parts.append(f"Code around it (for reference only, do not repeat it):\n{FENCE}{lang}\n"
+                     f"{redact.redact(before)}<<< the code to rewrite is here >>>\n{redact.redact(after)}{FENCE}")
+    parts.append(f"The code to rewrite:\n{FENCE}{lang}\n{masked.rstrip(chr(10))}\n{FENCE}")
+    parts.append(f"Instruction: {redact.redact(instruction.strip())}")
+    return RewritePrompt(chatml(SYSTEM, "\n\n".join(parts), f"{FENCE}{lang}\n"), region, indentation(region),
+                         secrets)
 
 
 class LineReader:

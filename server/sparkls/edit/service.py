@@ -18,6 +18,8 @@ from sparkls.text.document import Document
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_WAIT_S = 3.0  # how long shutdown waits for a streaming edit to revert
+
 
 class EditService:
     """Edits for the session's documents; subscribes to the session for their changes."""
@@ -52,14 +54,19 @@ class EditService:
         pass
 
     async def shutdown(self) -> None:
+        """Cancel the prefetches, and the streaming edits as the user would (each reverts its region first)."""
         for task in self._prefetch.values():
             task.cancel()
+        await asyncio.gather(*(s.stop(SHUTDOWN_WAIT_S) for s in list(self._streams.values())))
 
     # -- next-edit -------------------------------------------------------------------------------
     def prediction(self, doc: Document) -> generate.EditResult | None:
-        """The latest prediction when it is for this snapshot and changes something."""
+        """The latest prediction when it is for this snapshot and changes something (none once the document matches
+        an exclusion glob: `excludeFiles` changes take effect at once)."""
         p = self._predictions.get(doc.uri)
-        return p if p is not None and p.version == doc.version and p.edits else None
+        if p is None or p.version != doc.version or not p.edits or self.session.excluded(doc.uri):
+            return None
+        return p
 
     def insertion_at(self, doc: Document, cursor: int) -> generate.EditResult | None:
         """The latest prediction when it is a single insertion at `cursor` (offered as inline completion)."""
@@ -140,9 +147,10 @@ class EditService:
         self._streams.pop(token, None)
 
     def redirect(self, instruction: str, uri: str | None = None) -> str | None:
-        """Redirect the latest running streaming edit (of `uri`, when given); its token, or None."""
+        """Redirect the latest running streaming edit (of `uri`, when given); its token, or None (also when its
+        document has come to match an exclusion glob: its region would go to the model again)."""
         running = [(t, s) for t, s in self._streams.items() if uri is None or s.uri == uri]
-        if not running:
+        if not running or self.session.excluded(running[-1][1].uri):
             return None
         token, s = running[-1]
         s.redirect(instruction)

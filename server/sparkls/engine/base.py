@@ -12,6 +12,7 @@ engine gets the same order, with preemption, from `engine/scheduler.py`.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import enum
 import itertools
@@ -77,6 +78,7 @@ class GenerationStats:
     preemptions: int = 0  # times a more urgent request paused (llama.cpp) or preempted (vLLM) this one
     draft_tokens: int = 0  # speculation: tokens drafted by prompt lookup, and how many the model accepted
     accepted_tokens: int = 0
+    reuse_known: bool = True  # False where the engine never said (vLLM: a request aborted before its first output)
 
     @property
     def decode_tps(self) -> float:
@@ -104,6 +106,10 @@ class EngineError(RuntimeError):
     """The engine could not serve a request (model missing, backend crashed, ...)."""
 
 
+class EngineUnavailable(EngineError):
+    """The engine is down (restarting, or waiting to after failures): the request was not sent to it."""
+
+
 @runtime_checkable
 class Engine(Protocol):
     name: str
@@ -128,3 +134,36 @@ class Engine(Protocol):
         ...
 
     async def close(self) -> None: ...
+
+
+async def wait_started(engine: Engine, wait_s: float) -> None:
+    """Wait at most `wait_s` for `engine` to finish starting (ready, or failed to); `EngineUnavailable` if it has
+    not, so a request is answered empty instead of being held while a model loads for minutes. The start goes on."""
+    try:
+        await asyncio.wait_for(asyncio.shield(engine.ready()), wait_s)
+    except TimeoutError:
+        stages = engine.start_stages() if isinstance(engine, Starting) else []
+        stage = stages[-1] if stages else "starting"
+        raise EngineUnavailable(f"the {engine.name} engine is starting ({stage})") from None
+    except Exception:  # it failed to start: the request meets that failure where it uses the engine
+        return
+
+
+@runtime_checkable
+class Starting(Protocol):
+    """An engine that can say what its start went through (vLLM: weights, compile, KV cache), for `$/progress`."""
+
+    def start_stages(self) -> list[str]:
+        """The stages of its start so far, in order; the last is the one it is in."""
+        ...
+
+
+@runtime_checkable
+class Watched(Protocol):
+    """An engine that can tell a dead or hung worker (llama.cpp's one thread); `engine/supervisor.py` asks."""
+
+    def alive(self) -> bool: ...
+
+    def progress_at(self) -> float:
+        """`time.monotonic()` of its last step of work."""
+        ...

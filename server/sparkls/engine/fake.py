@@ -43,7 +43,7 @@ class FakeEngine:
     name = "fake"
 
     def __init__(self, script: Callable[[str], str] | str | None = None, token_delay_s: float = 0.0,
-                 chars_per_token: int = 3) -> None:
+                 chars_per_token: int = 3, recorder: Recorder | None = None) -> None:
         if isinstance(script, str):
             text = script
             self._script: Callable[[str], str] = lambda _p: text
@@ -55,7 +55,7 @@ class FakeEngine:
         self.aborted: list[str] = []
         self.finished: list[str] = []
         self._aborts: set[str] = set()
-        self.recorder = Recorder()
+        self.recorder = recorder if recorder is not None else Recorder()
         self.completed = self.recorder.completed
         self._lock = asyncio.Lock()
 

@@ -9,7 +9,9 @@ from where it stopped, so its consumer just sees a slower stream. Consecutive pr
 cache of their common token prefix: only the tokens after the first difference are evaluated. Each
 request class has its own KV sequence (slot) in one llama.cpp context, so background or code-action
 work never evicts the interactive prompt's cache, and a paused request resumes with its KV intact.
-`llama_cpp` is imported lazily, here only.
+A request's error is that request's; anything else that ends the worker (see `engine/failpoints.py`) leaves
+`alive()` false, and every model call moves `progress_at()`, so `engine/supervisor.py` can tell a dead or
+hung worker. `llama_cpp` is imported lazily, here only.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from sparkls.engine import failpoints
 from sparkls.engine.base import (
     Delta,
     EngineError,
@@ -114,7 +117,7 @@ class _Job:
 class LlamaCppEngine:
     name = "llamacpp"
 
-    def __init__(self, options: LlamaCppOptions) -> None:
+    def __init__(self, options: LlamaCppOptions, recorder: Recorder | None = None) -> None:
         self.options = options
         self._llm: Any = None
         self._ctx: Any = None  # the llama.cpp context with one KV sequence per slot
@@ -123,8 +126,9 @@ class LlamaCppEngine:
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
         self._cancels: dict[str, threading.Event] = {}
-        self.recorder = Recorder()
+        self.recorder = recorder if recorder is not None else Recorder()
         self.completed = self.recorder.completed
+        self._progress_at = time.monotonic()
         self._sched: PriorityScheduler[_Job] = PriorityScheduler()
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(target=self._worker, name="llamacpp", daemon=True)
@@ -140,14 +144,19 @@ class LlamaCppEngine:
     # -- worker thread ---------------------------------------------------------------------------
     def _worker(self) -> None:
         self._load()
+        self._progress_at = time.monotonic()
         self._loaded.set_result(None)
-        while (item := self._sched.take()) is not None:
-            job = item[2]
-            try:
-                self._run(job)
-            except BaseException as e:
-                log.exception("generation %s failed", job.req.id)
-                job.emit(e)
+        try:
+            while (item := self._sched.take()) is not None:
+                job = item[2]
+                try:
+                    self._run(job)
+                except Exception as e:  # this request's failure; the worker goes on
+                    log.exception("generation %s failed", job.req.id)
+                    job.emit(e)
+        except BaseException:
+            log.exception("the llama.cpp worker died")  # alive() turns false: the supervisor restarts it
+            raise
         if self._ctx is not None:
             self._ctx.close()
 
@@ -194,6 +203,8 @@ class LlamaCppEngine:
 
     def _eval(self, seq: int, tokens: list[int], pos: int, logits_all: bool) -> None:
         """Evaluate `tokens` at positions pos... of KV sequence `seq` (logits for the last, or for all)."""
+        failpoints.hit("llamacpp.decode")
+        self._progress_at = time.monotonic()
         b = self._llm._batch.batch
         b.n_tokens = len(tokens)
         for i, tok in enumerate(tokens):
@@ -204,6 +215,7 @@ class LlamaCppEngine:
             b.logits[i] = logits_all
         b.logits[len(tokens) - 1] = True
         self._ctx.decode(self._llm._batch)
+        self._progress_at = time.monotonic()
 
     def _finish(self, job: _Job, reason: str) -> None:
         job.emit(Finished(self.recorder.record(job.req.id, job.stats(reason))))
@@ -385,6 +397,14 @@ class LlamaCppEngine:
     async def ready(self) -> None:
         await asyncio.wrap_future(self._loaded)
 
+    def alive(self) -> bool:
+        """Whether the worker thread still runs (it ends only on `close` or when it dies)."""
+        return self._thread.is_alive()
+
+    def progress_at(self) -> float:
+        """`time.monotonic()` of the last model call's start or end (loading counts as one)."""
+        return self._progress_at
+
     async def health(self) -> Health:
         stats = {"preemptions": float(self._sched.preemptions), "waiting": float(self._sched.waiting())}
         if not self._loaded.done():
@@ -405,3 +425,4 @@ class LlamaCppEngine:
         for job in self._sched.drain():
             job.cancel.set()
         self._sched.close()
+        failpoints.release()

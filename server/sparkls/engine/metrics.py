@@ -5,27 +5,43 @@ whose `completed` deque of the last 256 is the engine's `completed`. `summarize`
 record into, per request class (interactive, code action, background): how many requests, how many
 aborted, queue time and TTFT percentiles, decode tokens/s, the share of prompt tokens served from the
 KV/prefix cache, and preemptions. `sparkls/metrics`, the per-request log line and `sparkls doctor` all use it.
+A recorder's `observers` hear of each record as it is made (the Prometheus exporter counts from them).
 """
 
 from __future__ import annotations
 
 import collections
+import logging
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from sparkls.engine.base import GenerationStats, priority_label
 
+log = logging.getLogger(__name__)
+
+Observer = Callable[[str, GenerationStats], None]  # (request id, stats); called on the recording thread
+
 
 class Recorder:
-    """An engine's record of its recent requests: (request id, stats) of the last `size`, oldest first."""
+    """An engine's record of its recent requests: (request id, stats) of the last `size`, oldest first.
+
+    Each `observers` callback is called with every record, on the thread that records it (an engine's worker
+    thread for llama.cpp): it must be quick and thread-safe. One that raises is logged, never the engine's problem.
+    """
 
     def __init__(self, size: int = 256) -> None:
         self.completed: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=size)
+        self.observers: list[Observer] = []
 
     def record(self, request_id: str, stats: GenerationStats) -> GenerationStats:
-        """Keep the statistics of a request that ended; returns them (for its `Finished`)."""
+        """Keep the statistics of a request that ended and tell the observers; returns them (for its `Finished`)."""
         self.completed.append((request_id, stats))
+        for observe in self.observers:
+            try:
+                observe(request_id, stats)
+            except Exception:
+                log.exception("an observer of engine request %s failed", request_id)
         return stats
 
 
@@ -46,6 +62,8 @@ def summarize(completed: Iterable[tuple[str, GenerationStats]]) -> dict[str, dic
     for label, stats in sorted(groups.items()):
         served = [s for s in stats if s.decode_tokens > 0]
         prompt = sum(s.prompt_tokens for s in stats)
+        known = [s for s in stats if s.reuse_known]  # the hit rate over the requests whose engine said
+        known_prompt = sum(s.prompt_tokens for s in known)
         out[label] = {
             "requests": len(stats),
             "aborted": sum(s.finish_reason == "abort" for s in stats),
@@ -54,7 +72,7 @@ def summarize(completed: Iterable[tuple[str, GenerationStats]]) -> dict[str, dic
             "ttft_ms_p90": percentile([s.ttft_ms for s in served], 90),
             "decode_tps_p50": percentile([s.decode_tps for s in served if s.decode_ms > 0], 50),
             "prompt_tokens": prompt,
-            "cache_hit_rate": sum(s.reused_tokens for s in stats) / prompt if prompt else 0.0,
+            "cache_hit_rate": sum(s.reused_tokens for s in known) / known_prompt if known_prompt else 0.0,
             "preemptions": sum(s.preemptions for s in stats),
         }
     return out

@@ -9,7 +9,8 @@ warning). Cancelling closes the response stream, which vLLM treats as an abort. 
 failures before the first token are retried with exponential backoff; after output has started a
 failure ends the request with an `EngineError` (retrying would repeat text). The API key
 (settings, or `SPARKLS_OPENAI_API_KEY` / `OPENAI_API_KEY`) goes only into the Authorization
-header and is never logged.
+header and is never logged. Stops that are one special token on a vLLM server (asked once through its
+`/tokenize`) are sent as `stop_token_ids`, so vLLM holds no text back while it checks for stop strings.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
 from typing import Any
@@ -30,6 +32,7 @@ from sparkls.engine.metrics import Recorder
 from sparkls.engine.options import OpenAIOptions
 
 log = logging.getLogger(__name__)
+SPECIAL_TOKEN = re.compile(r"<[^<>\s]+>")  # what may be one special token: <|endoftext|>, <EOT>, <file_sep>
 
 API_KEY_ENV = ("SPARKLS_OPENAI_API_KEY", "OPENAI_API_KEY")
 # Prometheus counters of a vLLM server that `health()` reports (summed over label sets).
@@ -78,17 +81,20 @@ class _Retryable(Exception):
 class OpenAIEngine:
     name = "openai"
 
-    def __init__(self, options: OpenAIOptions) -> None:
+    def __init__(self, options: OpenAIOptions, recorder: Recorder | None = None) -> None:
         self.options = options
         self.base_url = options.url.rstrip("/")
-        self.recorder = Recorder()
+        self.recorder = recorder if recorder is not None else Recorder()
         self.completed = self.recorder.completed
         self._model = options.model
         self._send_priority = options.send_priority
         self._responses: dict[str, httpx.Response] = {}
+        self._aborted: set[str] = set()  # requests whose stream `abort` closed: their read error is the abort
         self._client: httpx.AsyncClient | None = None
         self._ready: asyncio.Future[None] | None = None
         self._error = ""
+        self._stop_ids: dict[str, int | None] = {}  # a stop -> its one token id on a vLLM server (None: a string)
+        self._tokenize = True  # the server answers vLLM's /tokenize (False once it did not)
 
     # -- connection pool -------------------------------------------------------------------------
     def client(self) -> httpx.AsyncClient:
@@ -129,15 +135,48 @@ class OpenAIEngine:
             self._error = str(e)
             self._ready = None  # try again on the next request: the server may come up later
 
-    # -- requests --------------------------------------------------------------------------------
+    # -- stops -----------------------------------------------------------------------------------
+    async def _learn_stops(self, stops: tuple[str, ...]) -> None:
+        """Ask a vLLM server (its `/tokenize`) which stops are one special token. vLLM holds back the last
+        len(longest stop string) - 1 characters of a stream until they begin no stop, so the FIM templates'
+        14-character special-token stops delayed every first text by several tokens; as `stop_token_ids` they
+        hold nothing back. A server without vLLM's `/tokenize` is asked once and keeps string stops."""
+        root = self.base_url.removesuffix("/v1")
+        for stop in stops:
+            if stop in self._stop_ids or not self._tokenize:
+                continue
+            self._stop_ids[stop] = None
+            if not SPECIAL_TOKEN.fullmatch(stop):
+                continue
+            try:
+                r = await self.client().post(f"{root}/tokenize", json={"model": self._model, "prompt": stop,
+                                                                        "add_special_tokens": False})
+            except httpx.HTTPError:  # no answer: ask again with a later request
+                del self._stop_ids[stop]
+                return
+            try:
+                answer = r.json() if r.status_code == 200 else {}
+            except ValueError:
+                answer = {}
+            tokens = answer.get("tokens") if isinstance(answer, dict) and "max_model_len" in answer else None
+            if tokens is None:
+                self._tokenize = False  # not vLLM's answer: ask no more
+                log.info("%s has no vLLM /tokenize: stops stay strings", self.base_url)
+            elif len(tokens) == 1 and isinstance(tokens[0], int):
+                self._stop_ids[stop] = tokens[0]
+
     def _body(self, req: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model, "prompt": req.prompt, "max_tokens": req.max_tokens,
             "temperature": req.temperature, "stream": True, "stream_options": {"include_usage": True},
             "skip_special_tokens": False,
         }
-        if req.stop:
-            body["stop"] = list(req.stop)[:4]  # the OpenAI API takes at most 4
+        ids = [i for stop in req.stop if (i := self._stop_ids.get(stop)) is not None]
+        texts = [stop for stop in req.stop if self._stop_ids.get(stop) is None]
+        if texts:
+            body["stop"] = texts[:4]  # the OpenAI API takes at most 4
+        if ids:
+            body["stop_token_ids"] = ids  # vLLM's extension; only sent to a server that answered /tokenize
         if self._send_priority:
             body["priority"] = int(req.priority)
         return body
@@ -147,6 +186,7 @@ class OpenAIEngine:
         await self.ready()
         if not self._model:
             raise EngineError(f"remote engine {self.base_url} is not reachable: {self._error}")
+        await self._learn_stops(request.stop)
         attempt = 0
         while True:
             try:
@@ -193,15 +233,27 @@ class OpenAIEngine:
             # Closing the stream (the `async with` above) drops the connection: vLLM aborts the request.
             self.recorder.record(req.id, self._stats(req, usage, t0, sent, ttft, n, t_first, "abort"))
             raise
-        except (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError) as e:
-            if n == 0:
-                raise _Retryable(type(e).__name__) from e
-            raise EngineError(f"remote engine {self.base_url} failed mid-stream: {type(e).__name__}") from e
-        except httpx.TimeoutException as e:
-            raise EngineError(f"remote engine {self.base_url} timed out ({type(e).__name__})") from e
+        except (httpx.TransportError, httpx.StreamError) as e:
+            if req.id not in self._aborted:
+                raise self._failure(e, n) from e
+            reason = "abort"  # our own `abort` closed the stream: the answer ends here, no fault
         finally:
             self._responses.pop(req.id, None)
+        if req.id in self._aborted:
+            self._aborted.discard(req.id)
+            reason = "abort"
         yield Finished(self.recorder.record(req.id, self._stats(req, usage, t0, sent, ttft, n, t_first, reason)))
+
+    def _failure(self, e: Exception, n: int) -> Exception:
+        """What a transport error means: a retry when nothing arrived yet and trying again may help, else an
+        engine error that says whether the stream broke, timed out or never started."""
+        if n == 0 and isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
+                                     httpx.ReadError)):
+            return _Retryable(type(e).__name__)
+        if isinstance(e, httpx.TimeoutException):
+            return EngineError(f"remote engine {self.base_url} timed out ({type(e).__name__})")
+        where = "mid-stream" if n else "before its first token"
+        return EngineError(f"remote engine {self.base_url} failed {where}: {type(e).__name__}")
 
     async def _http_error(self, resp: httpx.Response) -> None:
         detail = (await resp.aread()).decode("utf-8", "replace")[:500]
@@ -221,11 +273,12 @@ class OpenAIEngine:
             prompt_tokens=int(usage.get("prompt_tokens") or 0), reused_tokens=int(details.get("cached_tokens") or 0),
             queue_ms=(sent - t0) * 1000, ttft_ms=ttft, decode_tokens=int(usage.get("completion_tokens") or n),
             decode_ms=(time.perf_counter() - t_first) * 1000 if n else 0.0, finish_reason=reason,
-            priority=req.priority)
+            priority=req.priority, reuse_known="prompt_tokens_details" in usage)
 
     async def abort(self, request_id: str) -> None:
         resp = self._responses.pop(request_id, None)
         if resp is not None:
+            self._aborted.add(request_id)
             await resp.aclose()  # the server sees the disconnect and aborts
 
     async def health(self) -> Health:

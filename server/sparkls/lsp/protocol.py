@@ -1,19 +1,37 @@
 """The protocol and server objects: pygls with exactly one response per request, and the services.
 
-`SparkProtocol` answers a request whose params do not match its method with `InvalidParams` (pygls would
-drop it), cancels commands and integer-id requests properly, and keeps no copy of the documents (the session
-keeps the snapshots). `SparkServer` holds the session and the completion and edit services the handlers call.
+`SparkProtocol` reads the stream itself (`serve`, through `framing.Framer`): after a wrong `Content-Length`, a body
+that is not JSON or stray bytes it reads on from the next header, and answers what pygls left unanswered, so every
+request gets exactly one response: a body that is not JSON gets a parse error (id null), a message that is not
+JSON-RPC 2.0 `InvalidRequest`, a request before `initialize` `ServerNotInitialized`, one after `shutdown` (or a
+second `initialize`) `InvalidRequest`, a request for a notification's method `MethodNotFound`, and one whose params
+do not match its method `InvalidParams` (pygls would drop it); notifications before `initialize` or after
+`shutdown` are dropped, `exit` always ends the server. It also cancels commands and integer-id requests properly,
+and keeps no copy of the documents (the session keeps the snapshots). `SparkServer` holds the session and the
+completion and edit services the handlers call, and serves stdio and TCP through `SparkProtocol.serve`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
-from collections.abc import Callable, Iterator
-from typing import Any
+import os
+import sys
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcInvalidParams
+from pygls.exceptions import (
+    JsonRpcException,
+    JsonRpcInvalidParams,
+    JsonRpcInvalidRequest,
+    JsonRpcMethodNotFound,
+    JsonRpcParseError,
+    JsonRpcServerNotInitialized,
+)
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -21,15 +39,124 @@ from pygls.protocol.language_server import lsp_method
 from sparkls import __version__
 from sparkls.completion.service import CompletionService
 from sparkls.edit.service import EditService
+from sparkls.lsp.framing import Frame, Framer, Skipped, Unparsable
 from sparkls.session import Session
 
 log = logging.getLogger("sparkls")
 
 Forward = Iterator[tuple[Callable[..., Any], tuple[Any, ...], None]]  # pygls runs what a method yields
+STALL_S = 0.2  # a body still short of its Content-Length this long after the last bytes is looked at as it is
+READ_BYTES = 65536
+
+
+def envelope_problem(value: object) -> tuple[int | str | None, str] | None:
+    """(the id to answer, what is wrong) when `value` is not a JSON-RPC 2.0 request, notification or response."""
+    if isinstance(value, list):
+        return None, "batches are not part of LSP"
+    if not isinstance(value, dict):
+        return None, "a message must be a JSON object"
+    raw_id = value.get("id")
+    msg_id = raw_id if isinstance(raw_id, str) or (isinstance(raw_id, int) and not isinstance(raw_id, bool)) else None
+    if value.get("jsonrpc") != "2.0":
+        return msg_id, "jsonrpc must be \"2.0\""
+    if "id" in value and msg_id is None:
+        return None, f"an id must be an integer or a string, not {raw_id!r}"[:200]
+    if "method" in value:
+        method = value["method"]
+        return None if isinstance(method, str) else (msg_id, "method must be a string")
+    if "id" in value:
+        return None  # a response (some clients leave out a null result)
+    return msg_id, "neither a request, a notification nor a response"
 
 
 class SparkProtocol(LanguageServerProtocol):
-    """pygls' protocol without its own copy of every document: the session keeps the snapshots."""
+    """pygls' protocol that reads on after framing errors, answers every request once and keeps no documents."""
+
+    def __init__(self, server: Any, converter: Any) -> None:
+        super().__init__(server, converter)
+        self._initialize_received = False
+        self._shutdown_received = False
+
+    async def serve(self, read: Callable[[], Awaitable[bytes]], stop: threading.Event) -> None:
+        """Read and handle messages until the stream ends, `stop` is set or `exit` ends the process."""
+        framer = Framer()
+        pending: asyncio.Future[bytes] | None = None
+        while not stop.is_set():
+            if pending is None:
+                pending = asyncio.ensure_future(read())
+            try:
+                data = await asyncio.wait_for(asyncio.shield(pending), STALL_S if framer.mid_body else None)
+            except TimeoutError:
+                self._receive_all(framer.stalled())
+                continue
+            except OSError:  # the connection broke: the same as its end
+                log.warning("reading from the client failed", exc_info=True)
+                break
+            pending = None
+            if not data:
+                break
+            framer.feed(data)
+            self._receive_all(framer.frames())
+
+    def _receive_all(self, frames: Iterable[Frame]) -> None:
+        for frame in frames:
+            if isinstance(frame, Skipped):
+                log.warning("skipped %d bytes of the stream: %s", frame.size, frame.reason)
+            elif isinstance(frame, Unparsable):
+                log.warning("a message that is not JSON: %s", frame.reason)
+                self._send_error(None, JsonRpcParseError(frame.reason[:200]))
+            else:
+                if frame.note:
+                    log.warning("a wrong Content-Length: %s", frame.note)
+                self.receive(frame.value)
+
+    def receive(self, value: Any) -> None:
+        """Handle one parsed JSON message: answer what is not JSON-RPC or not allowed now, hand the rest to pygls."""
+        problem = envelope_problem(value)
+        if problem is not None:
+            msg_id, reason = problem
+            log.warning("an invalid JSON-RPC message: %s", reason)
+            if not (isinstance(value, dict) and "id" in value and "method" not in value):  # never answer a response
+                self._send_error(msg_id, JsonRpcInvalidRequest(reason))
+            return
+        method, is_request = value.get("method"), "id" in value
+        if method is None and "result" not in value and "error" not in value:
+            value = {**value, "result": None}
+        if method is not None:
+            refused = self._refusal(method, is_request)
+            if refused is not None:
+                log.warning("%s %s: %s", "refused" if is_request else "dropped", method, refused.message)
+                if is_request:
+                    self._send_error(value["id"], refused)
+                return
+        try:
+            message = self.structure_message(value)  # answers a request's malformed params itself
+        except Exception:
+            log.debug("could not read %s", method, exc_info=True)
+            return
+        if is_request and method is not None and not hasattr(message, "id"):
+            self._send_error(value["id"], JsonRpcMethodNotFound(f"{method} is a notification, not a request"))
+            return
+        self._initialize_received |= method == types.INITIALIZE
+        self._shutdown_received |= method == types.SHUTDOWN and is_request
+        self.handle_message(message)
+
+    def _refusal(self, method: str, is_request: bool) -> JsonRpcException | None:
+        """Why a message cannot be handled now (LSP's lifecycle); `exit` always can."""
+        if method == types.EXIT:
+            return None
+        if self._shutdown_received:
+            return JsonRpcInvalidRequest(f"the server is shut down: {method} is not served")
+        if not self._initialize_received:
+            if method == types.INITIALIZE and is_request:
+                return None
+            return JsonRpcServerNotInitialized(f"{method} before initialize")
+        if method == types.INITIALIZE:
+            return JsonRpcInvalidRequest("initialize was already received")
+        return None
+
+    def _send_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
+        self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": error.code, "message": error.message}})
 
     def structure_message(self, data: dict[str, Any]) -> Any:
         # pygls logs a request whose params do not match the method's types and never answers it.
@@ -44,6 +171,18 @@ class SparkProtocol(LanguageServerProtocol):
                 self._send_response(data["id"], error=JsonRpcInvalidParams(
                     f"malformed params for {data.get('method')}").to_response_error())
             raise
+
+    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None,
+                         ) -> None:
+        # pygls files the future of every notification, and of every handler a builtin generator yields to (our
+        # didOpen/didChange/didClose forwards), under a fresh id in `_request_futures` and never takes it out:
+        # one future per keystroke, kept for the server's life (found by the soak test). Take it out when done.
+        def done(future: Any, key: Any = msg_id) -> None:
+            if self._request_futures.get(key) is future:
+                del self._request_futures[key]
+            callback(future)
+
+        super()._execute_handler(msg_id, handler, done, args, kwargs)
 
     def _handle_cancel_notification(self, msg_id: Any) -> None:
         # lsprotocol structures CancelParams.id (int | str) as a str, so pygls misses the integer ids
@@ -69,6 +208,20 @@ class SparkProtocol(LanguageServerProtocol):
         result = handler(*(params.arguments or []))
         return await result if inspect.isawaitable(result) else result
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args: Any) -> Forward:
+        # pygls cancels the other open requests while iterating `_request_futures` itself; a future whose
+        # done-callback runs at once (a thread-pool one) takes itself out of the dict mid-loop, and the
+        # client got "dictionary changed size during iteration" instead of its shutdown answer (seen in CI).
+        if (handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
     @lsp_method(types.TEXT_DOCUMENT_DID_OPEN)
     def lsp_text_document__did_open(self, params: types.DidOpenTextDocumentParams) -> Forward:
         yield from self._forward(types.TEXT_DOCUMENT_DID_OPEN, params)
@@ -83,6 +236,8 @@ class SparkProtocol(LanguageServerProtocol):
 
 
 class SparkServer(LanguageServer):
+    protocol: SparkProtocol
+
     def __init__(self) -> None:
         super().__init__("sparkls", __version__, protocol_cls=SparkProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
@@ -95,3 +250,65 @@ class SparkServer(LanguageServer):
             self.window_log_message(types.LogMessageParams(type=kind, message=message))
         except Exception:  # the transport may be gone during shutdown
             log.debug("could not send logMessage", exc_info=True)
+
+    def start_io(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
+        """Serve over stdio until the input ends or `exit` (stdin is read on a daemon thread, so `exit` never
+        waits for a read)."""
+        self._stop_event = stop = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        source = stdin or sys.stdin.buffer
+
+        async def main() -> None:
+            chunks: asyncio.Queue[bytes] = asyncio.Queue()
+            loop = asyncio.get_running_loop()
+            threading.Thread(target=_pump, args=(source, loop, chunks), name="sparkls-stdin", daemon=True).start()
+            await self.protocol.serve(chunks.get, stop)
+
+        try:
+            asyncio.run(main())
+        except BrokenPipeError:
+            log.error("the client's connection is gone; stopping")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()
+
+    def start_tcp(self, host: str, port: int) -> None:
+        """Serve one client at a time over TCP, read as on stdio."""
+        self._stop_event = stop = threading.Event()
+
+        async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.protocol.set_writer(writer)  # pyright: ignore[reportArgumentType]
+            await self.protocol.serve(lambda: reader.read(READ_BYTES), stop)
+            self.shutdown()
+
+        async def listen() -> None:
+            self._server = server = await asyncio.start_server(connection, host, port)
+            log.info("serving on %s", ", ".join(str(s.getsockname()) for s in server.sockets))
+            async with server:
+                await server.serve_forever()
+
+        try:
+            asyncio.run(listen())
+        except asyncio.CancelledError:
+            log.debug("the TCP server was cancelled")
+
+
+def _pump(source: BinaryIO, loop: asyncio.AbstractEventLoop, chunks: asyncio.Queue[bytes]) -> None:
+    """Copy stdin into `chunks` as the bytes come (b"" at its end). It reads the file descriptor itself: a daemon
+    thread blocked inside a buffered reader holds its lock, and the interpreter aborts on it at exit."""
+    try:
+        fd = source.fileno()
+    except (OSError, ValueError, AttributeError):
+        fd = None
+    while True:
+        try:
+            data = os.read(fd, READ_BYTES) if fd is not None else source.read(READ_BYTES)
+        except (OSError, ValueError):
+            data = b""
+        try:
+            loop.call_soon_threadsafe(chunks.put_nowait, data)
+        except RuntimeError:  # the loop is closed: the server has stopped
+            return
+        if not data:
+            return

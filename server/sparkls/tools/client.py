@@ -89,8 +89,9 @@ class Client:
             capabilities=caps, initialization_options=options, root_uri=root_uri, workspace_folders=workspace))
         self.lc.initialized(types.InitializedParams())
 
-    async def request(self, method: str, params: Any = None, msg_id: Any = None) -> Any:
-        return await self.lc.protocol.send_request_async(method, params, msg_id=msg_id)
+    def request(self, method: str, params: Any = None, msg_id: Any = None) -> asyncio.Future[Any]:
+        """Send the request now (in order with the notifications sent before and after it); await its answer."""
+        return self.lc.protocol.send_request_async(method, params, msg_id=msg_id)
 
     async def wait_ready(self) -> Any:
         health = await self.request("sparkls/health")

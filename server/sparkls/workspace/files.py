@@ -32,7 +32,8 @@ DEFAULT_MAX_FILE_BYTES = 512 * 1024
 
 def excluded(rel_path: str, globs: Sequence[str]) -> bool:
     """Gitignore-like, case-insensitive: a glob without `/` matches the basename at any depth, one ending in `/`
-    any directory component, any other glob with `/` the whole relative path (fnmatch)."""
+    any directory component, any other glob with `/` the whole relative path (fnmatch); `**/` also matches no
+    folder at all (`**/secrets.yaml` is `secrets.yaml` at the root too, as in gitignore and VS Code)."""
     parts = [p.lower() for p in rel_path.replace("\\", "/").split("/") if p not in ("", ".")]
     if not parts:
         return False
@@ -46,8 +47,21 @@ def _compiled(globs: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str],
     def one(patterns: list[str]) -> re.Pattern[str]:
         return re.compile("|".join(translate(p.lower()) for p in patterns) or "(?!)")
 
-    return (one([g for g in globs if "/" not in g]), one([g.strip("/") for g in globs if g.endswith("/")]),
-            one([g.lstrip("/") for g in globs if "/" in g and not g.endswith("/")]))
+    every = [g for glob in globs for g in sorted(_without_folder_wildcards(glob))]
+    return (one([g for g in every if "/" not in g]), one([g.strip("/") for g in every if g.endswith("/")]),
+            one([g.lstrip("/") for g in every if "/" in g and not g.endswith("/")]))
+
+
+def _without_folder_wildcards(glob: str) -> set[str]:
+    """`glob`, and the globs it becomes with any of its `**/` left out (each `**/` may match no folder)."""
+    out: set[str] = set()
+    todo = [glob]
+    while todo:
+        g = todo.pop()
+        if g not in out:
+            out.add(g)
+            todo += [g[:i] + g[i + 3 :] for i in range(len(g)) if g.startswith("**/", i)]
+    return out
 
 
 def _excluded_anywhere(path: str, globs: Sequence[str]) -> bool:

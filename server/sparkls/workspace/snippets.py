@@ -3,8 +3,9 @@
 `gather` picks what goes into the prompt's stable head: the header of every name the document imports from the
 workspace (`workspace.imports`), the definitions of the names used near the cursor, then the windows of imported
 and open files most similar to that code, one `Snippet` per file, within a character budget. Files come from
-`workspace.files` (inside the roots, never excluded, binary or oversize). Same inputs, same output (order and
-text): it sits before the FIM part, where any change invalidates the KV cache behind it.
+`workspace.files` (inside the roots, never excluded, binary or oversize), each read with its credential-looking
+values replaced by `<redacted>` (`workspace.redact`) before it is cut into parts. Same inputs, same output (order
+and text): it sits before the FIM part, where any change invalidates the KV cache behind it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sparkls.text.document import Document
 from sparkls.text.nodes import INDENT_LANGUAGES, signature
 from sparkls.workspace.files import WorkspaceIndex, refused, uri_path
 from sparkls.workspace.imports import imports, resolve_all
+from sparkls.workspace.redact import redact
 
 SHORT_LINES = 12  # a definition this short goes in whole
 WINDOW, STEP = 12, 6  # similarity windows: lines, and lines between their starts
@@ -146,11 +148,15 @@ def _render(doc: Document, outer: Node, inner: Node) -> tuple[str, str, str] | N
     return text, text, text
 
 
-def _outline(doc: Document) -> _Outline:
-    """Top-level definitions and similarity windows of a document (cached per snapshot)."""
-    cached = _OUTLINES.get(doc)
+def _outline(source: Document) -> _Outline:
+    """Top-level definitions and similarity windows of a document (cached per snapshot), cut from its text with every
+    secret value already replaced by `<redacted>` (so no part starts or ends inside a private-key block)."""
+    cached = _OUTLINES.get(source)
     if cached is not None:
         return cached
+    shown = redact(source.text)
+    doc = source if shown == source.text else Document.open(source.uri, source.language, source.version, shown,
+                                                             source.parse_limit)
     defs: list[_Definition] = []
     for outer in doc.tree.root_node.children if doc.tree is not None else []:
         field = {"decorated_definition": "definition", "export_statement": "declaration"}.get(outer.type)
@@ -163,7 +169,7 @@ def _outline(doc: Document) -> _Outline:
     windows = tuple((s, frozenset(_IDENT.findall("\n".join(lines[s : s + WINDOW]))))
                     for s in range(body, max(len(lines) - WINDOW, body) + STEP, STEP))
     result = _Outline(lines, tuple(defs), tuple(w for w in windows if w[1]))
-    _OUTLINES[doc] = result
+    _OUTLINES[source] = result
     return result
 
 

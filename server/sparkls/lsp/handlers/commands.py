@@ -122,9 +122,12 @@ async def redirect(ls: SparkServer, *args: Any) -> dict[str, Any]:
     """Redirect the running streaming edit: arguments (instruction) or (instruction, uri)."""
     if not args or not str(args[0]).strip():
         raise JsonRpcInvalidParams(f"{REDIRECT} needs an instruction")
-    token = ls.edits.redirect(str(args[0]), str(args[1]) if len(args) > 1 else None)
+    instruction, uri = str(args[0]), (str(args[1]) if len(args) > 1 else None)
+    token = ls.edits.redirect(instruction, uri)
     if token is None:
-        return {"redirected": False, "reason": "no streaming edit is running"}
+        excluded = uri is not None and ls.session.excluded(uri)
+        return {"redirected": False, "reason": "the document matches an exclusion glob (excludeFiles)" if excluded
+                else "no streaming edit is running"}
     return {"redirected": True, "token": token}
 
 

@@ -11,7 +11,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
 from sparkls.edit.diff import Edit
-from sparkls.engine.base import EngineError
+from sparkls.engine.base import EngineError, EngineUnavailable
 from sparkls.lsp import convert
 from sparkls.lsp.protocol import SparkServer
 from sparkls.session import UnknownDocument
@@ -63,6 +63,9 @@ async def served(ls: SparkServer, uri: str, work: Awaitable[R]) -> R | None:
     except asyncio.CancelledError:
         log.info("request for %s cancelled or superseded", uri)
         raise
+    except EngineUnavailable as e:  # down and restarting: the user was told once, not on every keystroke
+        log.debug("no suggestion for %s: %s", uri, e)
+        return None
     except EngineError as e:
         log.exception("engine failed on %s", uri)
         ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from dataclasses import asdict
 from typing import Any
 
@@ -56,8 +58,24 @@ async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
 
 
 async def health(ls: SparkServer, params: Any) -> dict[str, object]:
+    """The engine's state and counters, and the server's own load: what a soak test reads for leaks."""
     h = await ls.session.health()
-    return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats)}
+    server = {"tasks": len(asyncio.all_tasks()), "requestsInFlight": len(ls.protocol._request_futures),
+              "suggestionJobs": ls.completions.running, "documents": len(ls.session.documents),
+              "rssBytes": rss_bytes()}
+    return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats),
+            "server": server}
+
+
+def rss_bytes() -> int:
+    """The server process's resident memory now (Linux), else its peak."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 FEATURES = [

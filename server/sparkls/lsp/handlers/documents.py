@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 from lsprotocol import types
 from pygls.capabilities import ServerCapabilitiesBuilder
 
-from sparkls.engine.base import Health
+from sparkls.engine.base import Health, Starting
 from sparkls.lsp import convert
 from sparkls.lsp.handlers.common import begin_progress
 from sparkls.lsp.protocol import SparkServer
@@ -18,6 +19,7 @@ from sparkls.settings import resolve
 from sparkls.workspace.files import uri_path
 
 log = logging.getLogger("sparkls")
+STAGE_POLL_S = 0.25  # how often a starting engine is asked what it is doing
 
 
 def workspace_roots(params: types.InitializeParams) -> list[Path]:
@@ -37,21 +39,46 @@ def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
         log.warning("settings: %s", problem)
         ls.window_show_message(types.ShowMessageParams(
             type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
+    ls.session.notify = lambda level, message: _tell(ls, level, message)
     ls.session.initialize(settings, encoding, workspace_roots(params))  # the engine loads in the background
     log.info("initialized: engine=%s encoding=%s", settings.engine, encoding)
 
 
+def _tell(ls: SparkServer, level: str, message: str) -> None:
+    """The engine's news: an outage as one `window/showMessage` (once per outage), its end as a log message."""
+    log.warning("engine: %s", message)
+    if level == "error":
+        ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=f"sparkls: {message}"))
+    else:
+        ls.log_to_client(f"sparkls: {message}")
+
+
 async def initialized(ls: SparkServer, params: types.InitializedParams) -> None:
-    """Show the engine's start as `$/progress` (the model loads in the background; requests meanwhile get
-    empty answers), and say once, as a message, when it failed."""
+    """Show the engine's start as `$/progress`, one report per stage where the engine can say (vLLM: engine
+    core, weights, compile, KV cache); requests meanwhile are answered empty after `engineStartWaitMs`. Say
+    once, as a message, when it failed."""
     engine = ls.session.engine
     if engine is None:
         return
     token, name = "sparkls-engine-start", ls.session.settings.engine
     shown = await begin_progress(ls, token, f"sparkls: starting {name}", cancellable=False, message="loading model")
     started = time.monotonic()
+    waiting = asyncio.ensure_future(engine.ready())
+    told = 0  # stages reported: each one, even one shorter than a poll
+    while True:
+        finished = waiting.done()
+        stages = engine.start_stages() if isinstance(engine, Starting) else []
+        for stage in stages[told:]:
+            if stage != "ready":
+                log.info("engine %s: %s (%.1f s)", name, stage, time.monotonic() - started)
+                if shown:
+                    ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=stage))
+        told = len(stages)
+        if finished:
+            break
+        await asyncio.wait([waiting], timeout=STAGE_POLL_S)
     try:
-        await engine.ready()
+        waiting.result()
         h = await engine.health()
     except Exception as e:  # the engine reports a failed load here or in `health`
         h = Health(False, name, detail=f"load failed: {e}")

@@ -20,13 +20,15 @@ async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
     try:
         uri = params.textDocument.uri
         pos = types.Position(line=int(params.position.line), character=int(params.position.character))
+        version = getattr(params.textDocument, "version", None)
+        version = None if version is None else int(version)
     except (AttributeError, TypeError, ValueError):
-        raise JsonRpcInvalidParams("sparkls/inlineEdit needs textDocument.uri and position") from None
+        raise JsonRpcInvalidParams("sparkls/inlineEdit needs textDocument.uri (and an integer version) and position"
+                                   ) from None
     doc = snapshot(ls, uri)
     cursor = offset(ls, doc, pos)
     empty = {"textDocument": {"uri": uri, "version": doc.version}, "edits": [], "requestId": None}
-    version = getattr(params.textDocument, "version", None)
-    if version is not None and int(version) != doc.version:
+    if version is not None and version != doc.version:
         log.info("inlineEdit for v%s, document is v%d: nothing predicted", version, doc.version)
         return empty
     result = await served(ls, uri, ls.edits.predict(doc, cursor))
