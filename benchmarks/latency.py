@@ -320,7 +320,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "engine_requests_typing": len(typing), "engine_requests_typing_started": len(started),
         "engine_requests_typing_reuse_known": len(known),
         # the engine's own count over the whole replay (vLLM: every scheduled request, aborted ones too)
-        "prefix_cache_hit_rate": hits / queries if queries else None, "prefix_cache_queried_tokens": queries,
+        "prefix_cache_hit_rate": hits / queries if queries else None, "prefix_cache_queried_tokens": int(queries),
         "prompt_tokens_typing": prompt, "reused_tokens_typing": reused,
         "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
         "wall_s": run.wall_s,

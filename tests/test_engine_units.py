@@ -106,6 +106,8 @@ def test_vllm_engine_args_follow_the_options():
     assert args["speculative_config"]["method"] == "ngram" and args["speculative_config"]["num_speculative_tokens"] == 3
     gpu = engine_args(VllmOptions(model="m"))
     assert "kv_cache_memory_bytes" not in gpu and "speculative_config" not in gpu
+    assert "block_size" not in gpu and engine_args(VllmOptions(model="m"), on_cpu=True)["block_size"] == 32
+    assert engine_args(VllmOptions(model="m", block_size=128), on_cpu=True)["block_size"] == 128
     assert gpu["scheduling_policy"] == "priority"
     assert "dtype" not in gpu and "dtype" not in args  # the checkpoint's dtype (bf16) where bf16 is native
     assert engine_args(VllmOptions(model="m"), on_cpu=True, cpu_bf16=False)["dtype"] == "float32"

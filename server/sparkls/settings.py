@@ -92,8 +92,8 @@ class Settings(BaseModel):
         "resume; vLLM: its priority scheduler, and pause and resume with `vllmPauseLower`; `openai`: sends "
         "`priority`)."))
     vllm_block_size: int = Field(default=0, ge=0, le=1024, description=(
-        "vLLM KV block size in tokens (prefix caching reuses whole blocks); 0: vLLM's default (16 on GPU, "
-        "128 on CPU)."))
+        "vLLM KV block size in tokens (prefix caching reuses whole blocks); 0: 32 on a CPU (re-prefills the "
+        "fewest tokens per keystroke; vLLM's own is 128), vLLM's default (16) on a GPU."))
     vllm_kv_cache_mb: int = Field(default=0, ge=0, le=10_000_000, description=(
         "vLLM KV cache size in MiB; 0: vLLM's default on a GPU (`gpu_memory_utilization`), 1024 on a CPU."))
     vllm_max_num_seqs: int = Field(default=0, ge=0, le=4096, description=(
