@@ -198,16 +198,25 @@ async def bench_priority_llamacpp(trials: int) -> dict[str, Any]:
 
 
 # -- (c) remote vs in-process ---------------------------------------------------------------------------
+def short_prompts(n: int) -> list[str]:
+    return [f"<|fim_prefix|>def f{i}(x):\n    return <|fim_suffix|>\n<|fim_middle|>" for i in range(n)]
+
+
+async def request_ms(engine: Any, prompts: list[str]) -> list[float]:
+    """Each prompt's total time for 4 tokens, one request at a time, after one warm-up request."""
+    await timed(engine, GenerationRequest("warm up", max_tokens=2))
+    return [(await timed(engine, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+
+
 async def bench_remote(model: Path, n: int) -> dict[str, Any]:
     from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
 
-    prompts = [f"<|fim_prefix|>def f{i}(x):\n    return <|fim_suffix|>\n<|fim_middle|>" for i in range(n)]
+    prompts = short_prompts(n)
     local = vllm_engine(model)
     await local.ready()
     local_dtype = str(local._llm.model_config.dtype).removeprefix("torch.")  # the server loads the same
     try:
-        await timed(local, GenerationRequest("warm up", max_tokens=2))
-        in_proc = [(await timed(local, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+        in_proc = await request_ms(local, prompts)
     finally:
         await local.close()
     log = Path(tempfile.gettempdir()) / "sparkls-bench-vllm-server.log"
@@ -219,8 +228,7 @@ async def bench_remote(model: Path, n: int) -> dict[str, Any]:
                          "--dtype", local_dtype, *flags, log=log) as url:
             remote = OpenAIEngine(OpenAIOptions(url=url))
             try:
-                await timed(remote, GenerationRequest("warm up", max_tokens=2))
-                over = [(await timed(remote, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+                over = await request_ms(remote, prompts)
             finally:
                 await remote.close()
         res[f"{name}_p50_ms"], res[f"{name}_p90_ms"] = percentile(over, 50), percentile(over, 90)

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from engine_bench import timed, under_load  # noqa: E402
+from engine_bench import request_ms, short_prompts, timed, under_load  # noqa: E402
 from latency import machine  # noqa: E402
 from sparkls.completion import context, prompt  # noqa: E402
 from sparkls.edit import rewrite  # noqa: E402
@@ -164,13 +164,12 @@ async def speculation(args: argparse.Namespace, model: Path) -> dict[str, Any]:
 async def remote(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     from sparkls.engine.openai import OpenAIEngine, OpenAIOptions
 
-    prompts = [f"<|fim_prefix|>def f{i}(x):\n    return <|fim_suffix|>\n<|fim_middle|>" for i in range(args.requests)]
+    prompts = short_prompts(args.requests)
     local = engine(args, model)
     await local.ready()
     dtype = str(local._llm.model_config.dtype).removeprefix("torch.")
     try:
-        await timed(local, GenerationRequest("warm up", max_tokens=2))
-        in_proc = [(await timed(local, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+        in_proc = await request_ms(local, prompts)
     finally:
         await local.close()
     log = Path(tempfile.gettempdir()) / "sparkls-gpu-vllm-server.log"
@@ -178,8 +177,7 @@ async def remote(args: argparse.Namespace, model: Path) -> dict[str, Any]:
                      log=log, timeout_s=600) as url:
         r = OpenAIEngine(OpenAIOptions(url=url))
         try:
-            await timed(r, GenerationRequest("warm up", max_tokens=2))
-            over = [(await timed(r, GenerationRequest(p, max_tokens=4)))["total_ms"] for p in prompts]
+            over = await request_ms(r, prompts)
         finally:
             await r.close()
     return {"requests": len(prompts), "in_process_p50_ms": round(percentile(in_proc, 50), 2),
