@@ -225,9 +225,25 @@ def test_a_finished_line_ending_in_a_word_lets_the_model_decide():
 
 
 def test_an_unfinished_line_is_not_done():
-    for text in ("def f(x):\n    return x +<|>\n", "x = foo(a,<|>\n", "if x<|>\n", "y = [1, 2<|>\n"):
+    for text in ("def f(x):\n    return x +<|>\n", "if x<|>\n", "y = [1, 2<|>\n", "x = foo(a, b<|>\n"):
         ctx = build(text)
         assert not ctx.line_done and not ctx.newline, text
+
+
+def test_a_line_ending_in_a_comma_lets_the_model_decide_between_this_line_and_the_next():
+    for text in ("x = foo(a,<|>\n", "d = {\n    'one': 1,\n    'two': 2,<|>\n    'four': 4,\n}\n"):
+        ctx = build(text)
+        assert ctx.line_done and not ctx.newline and ctx.mode == "single", text
+    assert not build("x = foo(a,<|> b)\n").line_done  # mid-line: the rest of the line
+    assert not build("# a, b,<|>\nx = 1\n").line_done  # a comment goes on on its line
+
+
+def test_a_missing_line_above_an_indented_one_keeps_the_bodys_indentation():
+    # The parser recovers from `    return y` after `    y = x` with an ERROR node and takes a later block for the
+    # function's body; the scope still ends below the indentation of the first line after `def ...:`.
+    ctx = build("def f(x):\n    y = x\n<|>        return y\n    else:\n        return 0\n")
+    assert ctx.insert_lines and ctx.min_indent == 4
+    assert build("def f(x): return x\n<|>\n").min_indent is None
 
 
 def test_the_end_of_a_line_inside_a_string_is_not_a_new_line():

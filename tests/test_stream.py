@@ -1,8 +1,10 @@
 """Stopping and trimming: end of line, end of scope, suffix repeats, brackets."""
 
 from conftest import doc_at
-from sparkls.completion import context
+from sparkls.completion import context, pipeline, prompt
 from sparkls.completion.stopping import StopPolicy, finalize, trim_line_overlap, unheal
+from sparkls.engine.fake import FakeEngine
+from sparkls.settings import Settings
 
 
 def run(text_with_cursor, generated, language="python"):
@@ -114,3 +116,19 @@ def test_a_next_line_the_code_after_the_cursor_already_has_is_not_offered():
 def test_a_newline_answer_in_a_crlf_file_is_recognised_and_keeps_crlf():
     got = run("def f(x):\r\n    y = x * tot<|>\r\n    return y\r\n", "\r\n    z = y + 1\r\n    w")
     assert got == "\r\n    z = y + 1"
+
+
+def test_a_newline_answer_after_a_comma_gives_the_next_item_and_a_same_line_answer_finishes_the_line():
+    dict_text = "d = {\n    'one': 1,\n    'two': 2,<|>\n    'four': 4,\n}\n"
+    assert run(dict_text, "\n    'three': 3,\n    'four': 4,\n") == "\n    'three': 3,"
+    assert run(dict_text, "\n    'four': 4,\n") == ""  # the code below already starts with that item
+    assert run("x = foo(a,<|>\n", " b)\nprint(x)\n") == " b)"
+
+
+async def test_an_immediate_end_after_a_comma_asks_again_for_the_next_line():
+    doc, cursor = doc_at("d = {\n    'one': 1,\n    'two': 2,<|>\n    'four': 4,\n}\n")
+    # The model ends at once after `2,`; asked again with the newline in the prompt, it writes the next item.
+    engine = FakeEngine(lambda p: "    'three': 3,\n    'four'" if p.endswith("'two': 2,\n") else "")
+    got = await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
+    assert got.text == "\n    'three': 3,"
+    assert len(engine.started) == 2

@@ -98,7 +98,8 @@ class Context:
     heal: str = ""  # indentation before the cursor left out of the prompt; the model writes it again
     middle: str = ""  # anchored layout: the text from the typing anchor to the cursor (less `heal`)
     newline: bool = False  # the cursor ends a finished line: the prompt adds a newline, the answer is the next line(s)
-    line_done: bool = False  # the line ends at the cursor and is finished, but in a word: the model decides first
+    line_done: bool = False  # the line ends at the cursor, finished in a word or after a comma: the model decides
+    # first between this line and the next
     eol: str = "\n"  # the document's line ending at the cursor ("\r\n" in CRLF files)
     frame: Frame | None = None  # anchored layout: the stable part this context was built on
     closers_needed: int = 0  # brace languages: `{` in the document not closed by a `}` (a `}` may be due)
@@ -201,11 +202,28 @@ def _python_min_indent(doc: Document, scope: Node | None, line_before: str) -> i
         return indent_width(line_before)  # an indented blank line: the block at this indentation
     if line_before.rstrip().endswith(":"):
         return indent_width(line_before) + 1  # after a block opener: the new block's body
-    if scope is not None:
-        body = scope.child_by_field_name("body")
-        if body is not None and body.start_point[0] > scope.start_point[0]:
-            start = doc.char_offset(body.start_byte)
-            return start - (doc.text.rfind("\n", 0, start) + 1)
+    return _body_indent(doc, scope) if scope is not None else None
+
+
+def _body_indent(doc: Document, scope: Node) -> int | None:
+    """The indentation of the definition's body: of the first non-blank line after its header's `:`. Not the
+    `body` node's: where a line is missing above an indented one (the cursor's gap) the parser recovers with
+    an error node after the header and takes a later block for the body."""
+    colon = next((c for c in scope.children if c.type == ":"), None)
+    if colon is None:
+        return None
+    text = doc.text
+    pos = doc.char_offset(colon.end_byte)
+    nl = text.find("\n", pos)
+    rest = text[pos : nl if nl != -1 else len(text)].strip()
+    if rest and not rest.startswith("#"):
+        return None  # `def f(): return 1`: the body is on the header's line
+    while nl != -1:
+        start = nl + 1
+        nl = text.find("\n", start)
+        line = text[start : nl if nl != -1 else len(text)]
+        if line.strip():
+            return indent_width(line)
     return None
 
 
@@ -316,9 +334,12 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
         if frame is None or not frame.holds(doc, cursor, budget):
             frame = make_frame(doc, cursor, budget, scope)
         middle = text[frame.anchor : cursor - len(heal)]
-        done = not in_text and not line_after.strip() and line_is_finished(doc, cursor, line_before)
+        at_end = not in_text and not line_after.strip()
+        done = at_end and line_is_finished(doc, cursor, line_before)
+        # After a comma (an argument list, a dict, an enum) the next item may follow on this line or the next.
+        listing = at_end and line_before.rstrip().endswith(",")
         ctx = replace(base, anchor=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
-                      heal=heal, middle=middle, frame=frame, line_done=done)
+                      heal=heal, middle=middle, frame=frame, line_done=done or listing)
         # A finished line that ends in a closing character: the next line(s). One that ends in a word may
         # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
         return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx

@@ -3,10 +3,10 @@
 Small code models rarely stop on their own: after a good middle they repeat the suffix or drift
 into prose. `StopPolicy.feed` is called with the text generated so far after every token and
 returns where to cut once the suggestion is complete:
-- single-line mode: at the end of the line. At the end of a finished line the model may answer with a
-  newline instead: then the next line is the suggestion (a newline, its indentation, its code), cut at
-  its end, unless the code after the cursor starts with that line; in the middle of a line, or after an
-  unfinished one, such an answer cannot be used, and generation stops at once;
+- single-line mode: at the end of the line. At the end of a finished line, or of one ending in a comma, the
+  model may answer with a newline instead: then the next line is the suggestion (a newline, its indentation,
+  its code), cut at its end, unless the code after the cursor starts with that line; in the middle of a line,
+  or after another unfinished one, such an answer cannot be used, and generation stops at once;
 - multi-line mode: before a line that leaves the enclosing scope (dedent below the scope's body
   in indentation languages; a closing brace below the starting depth elsewhere), before a line
   that repeats the first line of the suffix, or after two blank lines; a closing brace ends the
