@@ -4,7 +4,8 @@ What it measures: how much of the model's own fill-in-the-middle quality sparkls
 prompt layout, stopping and trimming, on code a user edits: masked lines and blocks in HumanEval
 infilling, in HumanEvalPack solutions (python, js, java, go, cpp, rust), and in real repositories where
 the line uses a name from another file (with and without sparkls' workspace context). Task sets and the
-three cursor placements (`col0`, `indent`, `eol`) are built in `fim_tasks.py`.
+cursor placements (`col0`, `indent`, `eol`; `api` for the cross-file sets: CrossCodeEval's split, the cursor
+just after `Name.` / `Name(`) are built in `fim_tasks.py`.
 
 How, per model (`--models`), one system after the other (never two at once):
 - `raw`: the same GGUF loaded with `llama_cpp.Llama` (same thread count), prompted
@@ -17,9 +18,9 @@ How, per model (`--models`), one system after the other (never two at once):
 - `sparkls-noctx` (cross-file sets only): the same with `contextTokens: 0` (no other files).
 The answer is inserted at the cursor and scored:
 - first-line exact match (EM), the Qwen2.5-Coder report's rule: the first non-blank line of what the
-  masked line now holds (for `indent`: the indentation + the answer; for `eol`: the answer after its
-  leading newline; without one it is a miss unless the line it extends is blank), stripped, equals the
-  masked line, stripped;
+  masked line now holds (for `indent` and `api`: the line's text before the cursor + the answer; for `eol`:
+  the answer after its leading newline; without one it is a miss unless the line it extends is blank),
+  stripped, equals the masked line, stripped;
 - block EM (blocks): all non-blank lines of the answer, stripped, equal the masked block's (`block`), or
   its first lines do, whatever follows (`block+`: the raw model rarely stops where the block ends);
 - pass@1 where tests run: the completed file + the task's tests in a sandboxed subprocess (scratch dir,
@@ -346,7 +347,7 @@ def produced(task: Task, completion: str) -> str | None:
     without one it extends the line before the masked one (None: a miss) unless that line is blank, which
     the answer may fill instead."""
     before = task.doc[task.doc.rfind("\n", 0, task.cursor) + 1 : task.cursor]
-    if task.placement == "indent":
+    if task.placement in ("indent", "api"):
         return before + completion
     if task.placement == "eol":
         m = re.match(r"[ \t]*\n", completion)

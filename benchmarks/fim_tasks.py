@@ -10,6 +10,9 @@ document an editor would show, the cursor, and the text that, inserted at the cu
 - `eol`: the masked lines removed, the cursor at the end of the line before them, before its newline: the
   answer must start with a newline (or, where that line is blank, may fill it). Not built for a span that
   starts the file.
+- `api` (cross-file sets only, CrossCodeEval's split): the masked line cut just after the name from another
+  file and the `.`, `(`, `::` or `{` that follows it (`style = Style.|`); the rest of the line is the answer,
+  which the other file's definitions decide more than the author's intent does.
 
 Sets (every choice is a sort or a sha256 of the task id; no randomness), with their sizes on the shared data:
 - `humaneval-single`, `humaneval-multi`: `../shared/eval/humaneval-infilling` as published (1,033 / 5,815).
@@ -21,11 +24,11 @@ Sets (every choice is a sort or a sha256 of the task id; no randomness), with th
   go 149, cpp 142, rust 129 (the other solutions have no such statement).
 - `crossfile-rich`: in each module of `../shared/workspaces/rich` (not the generated `_unicode_data` tables),
   for each name imported from another module of the package, the first line that calls it or reads an
-  attribute of it (345 lines in 62 modules).
+  attribute of it (345 lines in 62 modules; 245 have an `api` cut: something other than brackets follows it).
 - `crossfile-corpus`: in each file of `../shared/corpus`, for each name defined at the top level of another
   corpus file of the same repository (and not in this file), the first line that calls it or reads a member
   of it (Go: also `pkg.Name` of another corpus package): 325 lines in 57 files (go 101, rust 87, python 78,
-  typescript 59). Files are laid out at their repository paths under a root given by the caller
+  typescript 59; 288 with an `api` cut). Files are laid out at their repository paths under a root given by the caller
   (`layout_corpus` copies them there).
 """
 
@@ -51,7 +54,7 @@ RICH = SHARED / "workspaces" / "rich"
 CORPUS = SHARED / "corpus"
 
 SETS = ("humaneval-single", "humaneval-multi", "pack-line", "pack-block", "crossfile-rich", "crossfile-corpus")
-PLACEMENTS = ("col0", "indent", "eol")
+PLACEMENTS = ("col0", "indent", "eol", "api")
 PACK_LANGUAGES = ("python", "js", "java", "go", "cpp", "rust")
 LSP_LANGUAGE = {"python": "python", "js": "javascript", "java": "java", "go": "go", "cpp": "cpp", "rust": "rust",
                 "typescript": "typescript"}
@@ -79,6 +82,7 @@ class Source:
     runner: str | None = None  # how tests run: python, node, java, cpp, rust, go; None: no tests
     test_prefix: str = ""  # program = test_prefix + completed document + test_suffix
     test_suffix: str = ""
+    split: int | None = None  # where the `api` placement cuts the masked line (characters into it)
 
     @property
     def kind(self) -> str:
@@ -121,6 +125,10 @@ def place(src: Source, placement: str) -> Task:
     elif placement == "eol":
         assert prefix, f"{src.task_id}: no line before the masked span"
         task = Task(src, placement, prefix + suffix, len(prefix) - 1, "\n" + middle[:-1])
+    elif placement == "api":
+        assert src.split is not None and 0 < src.split < len(middle) - 1, src.task_id
+        task = Task(src, placement, prefix + middle[: src.split] + "\n" + suffix, len(prefix) + src.split,
+                    middle[src.split : -1])
     else:
         raise ValueError(f"unknown placement {placement!r}")
     assert task.doc[: task.cursor] + task.expected + task.doc[task.cursor :] == src.text, (src.task_id, placement)
@@ -297,30 +305,52 @@ def _walk(node: Node) -> Iterator[Node]:
         yield from _walk(c)
 
 
-def usage_lines(text: str, language: str, names: dict[str, str], kinds: frozenset[str]) -> dict[str, int]:
+def _column(source: bytes, at: int) -> int:
+    """Characters from the start of the line to byte offset `at`."""
+    return len(source[source.rfind(b"\n", 0, at) + 1 : at].decode())
+
+
+def usage_lines(text: str, language: str, names: dict[str, str], kinds: frozenset[str]) -> dict[str, tuple[int, int]]:
     """For each name, the first line (0-based) where an identifier node of `kinds` with that text is
     called, dotted into or built (followed by `(`, `.`, `::` or `{`), outside imports; only maskable lines
-    that end with a newline. `names` maps a name to the file that defines it."""
+    that end with a newline. With the row, the column just after that follower (the `api` cut). `names`
+    maps a name to the file that defines it."""
     source = text.encode()
     tree = parse(LSP_LANGUAGE[language], source)
     if tree is None:
         return {}
     lines = text.split("\n")
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}
     for node in _walk(tree.root_node):
         if node.type not in kinds or not node.is_named:
             continue
         name = _node_text(source, node)
         if name not in names or name in first:
             continue
-        if not source[node.end_byte : node.end_byte + 2].startswith(_USE_FOLLOWERS):
-            continue
-        if _inside(node, _EXCLUDED_ANCESTORS):
+        follower = next((f for f in _USE_FOLLOWERS if source.startswith(f, node.end_byte)), None)
+        if follower is None or _inside(node, _EXCLUDED_ANCESTORS):
             continue
         row = node.start_point[0]
         if row + 1 < len(lines) and maskable(lines[row]) and len(lines[row]) <= 160:
-            first[name] = row
+            first[name] = (row, _column(source, node.end_byte + len(follower)))
     return first
+
+
+def _sources(set_name: str, task_prefix: str, language: str, path: str, text: str, root: Path,
+             used: dict[str, tuple[int, int]]) -> list[Source]:
+    """One source per line in `used`, its `api` cut at the first cross-file use on that line."""
+    spans = lines_of(text)
+    cuts: dict[int, int] = {}
+    for row, col in used.values():
+        cuts[row] = min(col, cuts.get(row, col))
+    out = []
+    for row in sorted(cuts):
+        a, b = spans[row]
+        rest = text[a + cuts[row] : b]  # no `api` cut where nothing but brackets follows (`Foo(` + newline)
+        split = cuts[row] if re.search(r"[A-Za-z0-9_]", rest) else None
+        out.append(Source(set_name, f"{task_prefix}{path}:{row + 1}", language, path, text, a, b, root=str(root),
+                          split=split))
+    return out
 
 
 def _python_imports(text: str) -> dict[str, str]:
@@ -368,10 +398,7 @@ def crossfile_rich(limit: int | None, root: Path = RICH) -> list[Source]:
         local = _python_local_definitions(text)
         imported = {n: m for n, m in _python_imports(text).items() if n not in local}
         used = usage_lines(text, "python", imported, frozenset({"identifier"}))
-        spans = lines_of(text)
-        for row in sorted(set(used.values())):
-            a, b = spans[row]
-            out.append(Source("crossfile-rich", f"{rel}:{row + 1}", "python", rel, text, a, b, root=str(root)))
+        out.extend(_sources("crossfile-rich", "", "python", rel, text, root, used))
     return every_kth(out, limit)
 
 
@@ -428,11 +455,12 @@ def repo_dir(repo: str) -> str:
     return repo.split("/")[-1]
 
 
-def _go_qualified_uses(text: str, packages: dict[str, dict[str, str]], own: str) -> dict[str, int]:
-    """Go `pkg.Name` (a call, type or value) where `pkg` is another corpus package defining `Name`."""
+def _go_qualified_uses(text: str, packages: dict[str, dict[str, str]], own: str) -> dict[str, tuple[int, int]]:
+    """Go `pkg.Name` (a call, type or value) where `pkg` is another corpus package defining `Name`; the `api`
+    cut is after `pkg.`."""
     source = text.encode()
     tree = parse("go", source)
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}
     if tree is None:
         return first
     lines = text.split("\n")
@@ -450,7 +478,7 @@ def _go_qualified_uses(text: str, packages: dict[str, dict[str, str]], own: str)
             continue
         key, row = f"{pkg}.{name}", node.start_point[0]
         if key not in first and row + 1 < len(lines) and maskable(lines[row]) and len(lines[row]) <= 160:
-            first[key] = row
+            first[key] = (row, _column(source, field.start_byte))
     return first
 
 
@@ -476,12 +504,8 @@ def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS
             used = usage_lines(text, lang, others, _USAGE_KINDS[lang])
             if lang == "go":
                 used |= _go_qualified_uses(text, packages, Path(path).parent.name)
-            root = layout_root / repo_dir(repo)
-            spans = lines_of(text)
-            for row in sorted(set(used.values())):
-                a, b = spans[row]
-                out.append(Source("crossfile-corpus", f"{repo_dir(repo)}/{path}:{row + 1}", lang, path, text, a, b,
-                                  root=str(root)))
+            out.extend(_sources("crossfile-corpus", f"{repo_dir(repo)}/", lang, path, text,
+                                layout_root / repo_dir(repo), used))
     return every_kth(out, limit)
 
 
@@ -510,5 +534,7 @@ def build(which: str, limit: int | None, corpus_root: Path | None = None) -> lis
 
 
 def tasks(sources: list[Source], placements: tuple[str, ...]) -> list[Task]:
-    return [place(s, p) for s in sources for p in placements if p != "eol" or s.start > 0]
+    """Every source at every placement it has (`eol` needs a line before the span, `api` a cut)."""
+    return [place(s, p) for s in sources for p in placements
+            if (p != "eol" or s.start > 0) and (p != "api" or s.split is not None)]
 

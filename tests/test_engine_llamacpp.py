@@ -35,6 +35,19 @@ async def test_the_real_model_streams_a_sensible_middle(engine):
     assert "fibonacci" in text or "return" in text or "if" in text, text
 
 
+HEAL_PROMPT = ("<|fim_prefix|>class Parser:\n    @staticmethod\n    def parse(text):\n        return text.split()\n\n\n"
+               "def words(text):\n<|fim_suffix|>\n\n\nprint(words('a b'))\n<|fim_middle|>    return Parser.")
+
+
+async def test_a_prompt_cut_after_a_dot_is_healed_the_member_follows_without_the_dot(engine):
+    plain, plain_stats, _ = await collect(engine, GenerationRequest(HEAL_PROMPT, max_tokens=8))
+    healed, stats, _ = await collect(engine, GenerationRequest(HEAL_PROMPT, max_tokens=8, heal=True))
+    # Unhealed, this model writes `Parser. parse(text)`. Healed, the prompt's last token (`.`) is left out,
+    # written again by the model as part of `.parse`, and not passed on.
+    assert stats.prompt_tokens == plain_stats.prompt_tokens - 1
+    assert healed.startswith("parse(text)"), (healed, plain)
+
+
 async def test_a_repeated_prompt_prefix_reuses_the_kv_cache(engine):
     await collect(engine, GenerationRequest(PROMPT, max_tokens=4))
     # The same file, one more character typed at the cursor: only the tail is evaluated again.

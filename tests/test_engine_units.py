@@ -210,3 +210,29 @@ def test_a_stop_string_across_a_pause_is_found_even_when_its_parts_arrive_apart(
     other.feed("c\n", seam=True)
     assert other.flush() == "\n" and other.flush() == ""
     assert StopSeam(()).feed("a\n", seam=True) == ("a\n", False)
+
+
+def test_healing_backs_off_the_last_token_and_spells_it_out_with_the_likeliest_consistent_tokens():
+    import numpy as np
+    from sparkls.engine.healing import Vocabulary, back_off, choose
+
+    pieces = [b"", b" Style", b".", b".pa", b".parse", b"(", b"x", b"rse", b" "]
+    vocab = Vocabulary(pieces)
+    prompt, cut = back_off([1, 2], vocab)  # ` Style` `.`: the prompt ends before the dot
+    assert (prompt, cut) == ([1], b".")
+    logits = np.zeros(len(pieces), dtype=np.float32)
+    logits[[5, 6, 4]] = [9.0, 8.0, 1.0]  # `(` and `x` are likelier, but do not start with the cut `.`
+    assert choose(logits, vocab, cut) == (4, b"")  # `.parse` covers the cut text
+    logits[3] = 2.0  # `.pa` is a token that starts with it too, and likelier
+    assert choose(logits, vocab, cut) == (3, b"")
+    # A cut longer than the chosen token: the rest must still be spelled out by the next one.
+    assert choose(logits, vocab, b".parse") == (3, b"rse")
+    assert choose(logits, vocab, b"rse") == (7, b"")
+
+
+def test_a_prompt_ending_in_a_control_token_or_one_token_is_not_healed():
+    from sparkls.engine.healing import Vocabulary, back_off
+
+    vocab = Vocabulary([b"", b"x", b"y"])  # id 0: a control token (a FIM marker), no text
+    assert back_off([1, 0], vocab) == ([1, 0], b"")
+    assert back_off([1], vocab) == ([1], b"")

@@ -71,6 +71,24 @@ async def test_special_token_stops_hold_no_text_back_so_the_first_token_streams_
     assert len(deltas) >= 15 and len(deltas[0]) <= 2, deltas
 
 
+async def test_a_healed_prompt_starts_with_the_likeliest_token_that_spells_out_its_cut_last_token(tiny_model, engine):
+    from transformers import AutoTokenizer
+
+    # This model's logits are all equal: greedy picks the lowest token id allowed (id 0 when all are).
+    text = prompt("heal") + "    return helper_1("
+    tok = AutoTokenizer.from_pretrained(str(tiny_model))
+    ids = tok.encode(text, add_special_tokens=False)
+    cut = tok.decode(ids[-1:])
+    first = next(i for i in range(len(tok)) if (p := tok.decode([i])) and (p.startswith(cut) or cut.startswith(p)))
+    assert first != 0  # so the plain answer (token 0 again and again) and the healed one differ
+    plain, plain_stats, _ = await collect(engine, GenerationRequest(text, max_tokens=6))
+    healed, stats, _ = await collect(engine, GenerationRequest(text, max_tokens=6, heal=True))
+    assert stats.prompt_tokens == plain_stats.prompt_tokens - 1 and stats.decode_tokens == 6
+    written = tok.decode([first])
+    assert written.startswith(cut)  # one token spells the cut out: what follows the cut is passed on
+    assert healed.startswith(written[len(cut) :]) and healed != plain, (cut, written, healed, plain)
+
+
 async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
     tag = uuid.uuid4().hex  # a prefix no earlier request had
     before = dict((await engine.health()).stats)

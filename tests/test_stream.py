@@ -132,3 +132,28 @@ async def test_an_immediate_end_after_a_comma_asks_again_for_the_next_line():
     got = await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
     assert got.text == "\n    'three': 3,"
     assert len(engine.started) == 2
+
+
+class _Recording(FakeEngine):
+    """The fake engine, keeping each request it was given."""
+
+    def __init__(self, script):
+        super().__init__(script)
+        self.requests = []
+
+    def stream(self, request):
+        self.requests.append(request)
+        return super().stream(request)
+
+
+async def test_a_cursor_inside_a_line_asks_the_engine_to_heal_and_one_at_a_line_start_does_not():
+    engine = _Recording("parse(name)\n")
+    doc, cursor = doc_at("def f(name):\n    style = Style.<|>\n    return style\n")
+    got = await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
+    assert got.text == "parse(name)"
+    assert [r.heal for r in engine.requests] == [True]
+    assert engine.requests[0].prompt.endswith("<|fim_middle|>def f(name):\n    style = Style.")
+    engine.requests.clear()
+    doc, cursor = doc_at("def f(name):\n    <|>\n    return style\n")  # the indentation is healed instead
+    await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
+    assert engine.requests and not any(r.heal for r in engine.requests)

@@ -654,10 +654,16 @@ def test_shutdown_while_initialized_still_runs_is_answered_with_null():
         s.check_answered_once(running=False)
 
 
-def test_exit_before_initialize_ends_the_server():
+def test_exit_before_initialize_ends_the_server_with_code_1():
     with server(None) as s:
         s.notify("exit", None)
-        assert s.exited_within(10) is not None, s.log()
+        assert s.exited_within(10) == 1, s.log()  # LSP: `exit` without `shutdown` ends with 1
+
+
+def test_exit_without_shutdown_after_initialize_ends_the_server_with_code_1():
+    with server() as s:
+        s.notify("exit", None)
+        assert s.exited_within(10) == 1, s.log()
 
 
 # -- huge and binary documents --------------------------------------------------------------------------------

@@ -173,10 +173,15 @@ async def _generate(ctx: context.Context, settings: Settings, engine: Engine, te
     """Run the engine on the prompt for `ctx` until the stop policy has a complete answer: the answer
     relative to the cursor (not yet finalized), the engine's statistics, and the prompt rendering ms."""
     t0 = time.perf_counter()
-    p = prompt.render(context.redacted(ctx), template, path=place.path, repo=place.repo)
+    shown = context.redacted(ctx)
+    p = prompt.render(shown, template, path=place.path, repo=place.repo)
     prompt_ms = (time.perf_counter() - t0) * 1000
     max_tokens = settings.max_tokens_single if ctx.mode == "single" else settings.max_tokens_multi
-    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid)
+    # A prompt that ends after `Style.` or `f(` splits a token the model would write (`.parse`, `(x`): the engine
+    # heals it (engine/healing.py). One that ends at a line start or at its FIM marker needs no healing.
+    heal = bool(shown.middle) and not shown.middle.endswith("\n")
+    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid,
+                            heal=heal)
     policy = StopPolicy(ctx, settings.max_lines)
     raw = ""
     text = ""

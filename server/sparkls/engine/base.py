@@ -56,6 +56,7 @@ class GenerationRequest:
     temperature: float = 0.0
     priority: int = Priority.INTERACTIVE  # lower is more urgent (vLLM's convention)
     rewrite: bool = False  # the output mostly repeats the prompt (edits): speculation pays off
+    heal: bool = False  # the prompt ends inside a line: an engine that can constrain decoding heals its last token
     id: str = field(default_factory=new_request_id)
 
 

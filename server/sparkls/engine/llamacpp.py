@@ -37,6 +37,7 @@ from sparkls.engine.base import (
     Health,
     Priority,
 )
+from sparkls.engine.healing import Vocabulary, back_off, choose
 from sparkls.engine.lookup import LookupDrafter
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.model_files import resolve_model_path
@@ -102,6 +103,8 @@ class _Job:
     preemptions: int = 0
     drafted: int = 0  # speculation: draft tokens proposed and accepted
     accepted: int = 0
+    heal_left: bytes = b""  # token healing: the cut text the next tokens must still spell out
+    heal_skip: int = 0  # ... and how many bytes of output are that text, not emitted
 
     def ran_ms(self, started: float) -> float:
         """Time spent running, over all turns, with the one that began at `started`."""
@@ -123,6 +126,7 @@ class LlamaCppEngine:
         self._ctx: Any = None  # the llama.cpp context with one KV sequence per slot
         self._slots: list[list[int]] = []  # per KV sequence: the tokens whose KV it holds, from position 0
         self._is_eog: Any = None
+        self._vocab: Vocabulary | None = None  # token bytes, for token healing
         self.model_path = options.model_path or options.model
         self._load_error: BaseException | None = None
         self._cancels: dict[str, threading.Event] = {}
@@ -181,6 +185,7 @@ class LlamaCppEngine:
             set_verbose(False)
             self._llm.verbose = False  # its own prints (prefix-match notes) go quiet too
             self._open_slots(self._llm, len(Priority) if self.options.reuse_cache else 1)
+            self._vocab = Vocabulary([self._llm.detokenize([i]) for i in range(self._llm.n_vocab())])
             log.info("llama.cpp loaded %s (threads=%d)", self.model_path, threads)
         except BaseException as e:  # reported on every request and by health()
             self._load_error = e
@@ -256,6 +261,9 @@ class LlamaCppEngine:
             room = self.options.n_ctx - req.max_tokens - 1
             if len(tokens) > room:
                 tokens = tokens[len(tokens) - room :]
+            if req.heal and self._vocab is not None:
+                tokens, cut = back_off(tokens, self._vocab)
+                job.heal_left, job.heal_skip = cut, len(cut)
             job.tokens = tokens
             job.prompt_tokens = len(tokens)
         seq = self._slot(req)
@@ -296,7 +304,10 @@ class LlamaCppEngine:
             if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
                 return "stop"
             tokens.append(tok)  # a pause resumes from here
-            if self._emit_text(job, self._llm.detokenize([tok], special=True)):
+            data = self._llm.detokenize([tok], special=True)
+            if job.heal_skip:  # the healed text was in the prompt as given: not output
+                data, job.heal_skip = data[job.heal_skip :], max(0, job.heal_skip - len(data))
+            if self._emit_text(job, data):
                 return "stop"
             if job.generated >= req.max_tokens:
                 return "length"
@@ -336,7 +347,8 @@ class LlamaCppEngine:
         (engine/lookup.py): each step evaluates the last token plus the draft in one batch (logits for every
         position), keeps the drafts that match the model's own argmax, and yields those plus the model's next
         token: the tokens of greedy decoding, several per forward pass when the output copies the prompt.
-        The KV past the accepted tokens is dropped at the next step. Invariant: the sequence holds
+        The KV past the accepted tokens is dropped at the next step. While the job heals (engine/healing.py) the
+        next token is the best one consistent with the cut text, without drafts. Invariant: the sequence holds
         tokens[:-1]; `tokens` grows as the consumer appends what is yielded (it may stop mid-way: the next
         run compares its tokens with the slot's)."""
         import numpy as np
@@ -345,12 +357,18 @@ class LlamaCppEngine:
         n_vocab = self._llm.n_vocab()
         n_past = len(tokens) - 1
         while True:
-            draft = drafter.propose(tokens, self.options.n_ctx - n_past - 2) if drafter is not None else []
+            healing = bool(job.heal_left) and self._vocab is not None
+            draft = drafter.propose(tokens, self.options.n_ctx - n_past - 2) if drafter and not healing else []
             batch = [tokens[-1], *draft]
             self._ctx.kv_cache_seq_rm(seq, n_past, -1)
             self._eval(seq, batch, n_past, logits_all=bool(draft))
-            preds = [int(np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,)).argmax())
-                     for i in range(len(batch))]
+            logits = [np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,))
+                      for i in range(len(batch))]
+            if healing and self._vocab is not None:
+                tok, job.heal_left = choose(logits[0], self._vocab, job.heal_left)
+                preds = [tok]
+            else:
+                preds = [int(x.argmax()) for x in logits]
             accepted = 0
             while accepted < len(draft) and preds[accepted] == draft[accepted]:
                 accepted += 1

@@ -50,6 +50,7 @@ from sparkls.engine.base import (
     Health,
     Priority,
 )
+from sparkls.engine.healing import Vocabulary, back_off
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.options import VllmOptions
 from sparkls.engine.stops import StopSeam
@@ -113,7 +114,9 @@ def special_tokens(tokenizer: Any) -> list[str]:
 class _Run:
     """A request in flight, as one or more vLLM requests: a pause ends the current one (`paused`), and the next
     resumes from the prompt plus every token generated so far (greedy: the same text as without the pause). It
-    knows whether it is in vLLM now, whether it was asked to pause or stop, and what it generated."""
+    knows whether it is in vLLM now, whether it was asked to pause or stop, and what it generated. A healing
+    request (engine/healing.py) first runs one-token vLLM requests limited to the tokens consistent with the cut
+    text (`allowed_token_ids`; greedy, so the likeliest of them), whose text up to the cut's end is not passed on."""
 
     request: GenerationRequest
     ids: list[int]  # the prompt's tokens
@@ -132,6 +135,9 @@ class _Run:
     stopped: bool = False  # a stop string ended the current vLLM request's text
     t_first: float = 0.0  # when the first text was passed on
     vllm_preemptions: int = 0
+    submits: int = 0  # vLLM requests sent for it
+    heal_left: bytes = b""  # the cut text still to spell out
+    heal_skip: int = 0  # characters of output that are the cut text, not passed on
     seam: StopSeam = field(init=False)
 
     def __post_init__(self) -> None:
@@ -141,16 +147,18 @@ class _Run:
     def priority(self) -> int:
         return int(self.request.priority)
 
-    async def submit(self, llm: Any) -> AsyncGenerator[str, None]:
-        """One vLLM request for the rest of the generation: its text, up to a stop string, a pause or its end."""
+    async def submit(self, llm: Any, allowed: list[int] | None = None) -> AsyncGenerator[str, None]:
+        """One vLLM request for the rest of the generation: its text, up to a stop string, a pause or its end;
+        with `allowed`, one token among those."""
         from vllm import SamplingParams
         from vllm.sampling_params import RequestOutputKind
 
         req = self.request
         params = SamplingParams(
-            max_tokens=req.max_tokens - len(self.generated), temperature=req.temperature,
+            max_tokens=1 if allowed else req.max_tokens - len(self.generated), temperature=req.temperature,
             stop=list(self.stop_texts) or None, stop_token_ids=list(self.stop_token_ids) or None,
-            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False)
+            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False, allowed_token_ids=allowed)
+        self.submits += 1
         self.live, self.paused = True, False
         gen = llm.generate({"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id,
                            priority=self.vllm_priority)
@@ -171,11 +179,15 @@ class _Run:
     def _take(self, out: Any) -> str:
         """The text of one vLLM output to pass on (`StopSeam` keeps back what may meet the next request's)."""
         self.last = out
-        if not self.pauses:
+        if self.submits == 1:
             self.first = out
         completion = out.outputs[0]
         self.generated += completion.token_ids
-        text, self.stopped = self.seam.feed(completion.text, bool(self.pauses) or (out.finished and self.paused))
+        text = completion.text
+        if self.heal_skip:
+            text, self.heal_skip = text[self.heal_skip :], max(0, self.heal_skip - len(text))
+        seam = self.submits > 1 or bool(self.heal_left) or (out.finished and self.paused)
+        text, self.stopped = self.seam.feed(text, seam)
         if text and not self.t_first:
             self.t_first = time.perf_counter()
         return text
@@ -254,6 +266,7 @@ class VllmEngine:
         self._admission: asyncio.Semaphore | None = None
         self._loaded: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._stop_split: dict[tuple[str, ...], tuple[tuple[str, ...], tuple[int, ...]]] = {}
+        self._vocab: Vocabulary | None = None  # token bytes, for token healing
         self._stages = StageLog()
         self._scratch: str | None = None  # the logging config and stage file vLLM's processes write
         threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
@@ -383,7 +396,12 @@ class VllmEngine:
         ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1):]
         vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
         texts, token_ids = self._stops(request.stop)
+        vocab = await self._vocabulary(llm) if request.heal else None
+        cut = b""
+        if vocab is not None:
+            ids, cut = back_off(ids, vocab)
         run = self._running[request.id] = _Run(request, ids, t0, vllm_priority, texts, token_ids)
+        run.heal_left, run.heal_skip = cut, len(cut.decode("utf-8", "replace"))
         reason = "abort"
         try:
             while not run.aborted:
@@ -391,9 +409,16 @@ class VllmEngine:
                     async with self._turn:
                         await self._turn.wait_for(lambda: run.aborted or not self._outranked(run.priority))
                     continue
-                async with contextlib.aclosing(run.submit(llm)) as texts:
+                allowed = vocab.consistent(run.heal_left).tolist() if vocab is not None and run.heal_left else None
+                before = len(run.generated)
+                async with contextlib.aclosing(run.submit(llm, allowed)) as texts:
                     async for text in texts:
                         yield Delta(text)
+                if allowed and len(run.generated) > before and not run.stopped:  # one healing token chosen
+                    piece = vocab.pieces[run.generated[-1]] if vocab is not None else b""
+                    run.heal_left = run.heal_left[len(piece) :] if run.heal_left.startswith(piece) else b""
+                    if len(run.generated) < request.max_tokens:
+                        continue
                 ended = run.outcome()
                 if ended is not None:
                     reason = ended
@@ -414,6 +439,19 @@ class VllmEngine:
         if held := run.seam.flush():
             yield Delta(held)
         yield Finished(self.recorder.record(request.id, run.stats(reason)))
+
+    async def _vocabulary(self, llm: Any) -> Vocabulary:
+        """Every token's bytes (special and added tokens empty), built once, off the event loop."""
+        if self._vocab is None:
+            tokenizer = llm.get_tokenizer()
+
+            def build() -> Vocabulary:
+                special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
+                return Vocabulary([b"" if i in special else tokenizer.decode([i]).encode()
+                                   for i in range(len(tokenizer))])
+
+            self._vocab = await asyncio.to_thread(build)
+        return self._vocab
 
     def _stops(self, stops: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
         """Split stops into strings and special-token ids. vLLM holds back the last len(longest stop) - 1

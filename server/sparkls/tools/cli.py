@@ -47,7 +47,9 @@ def _serve(args: argparse.Namespace) -> int:
     # The client went away (stdin closed) without `shutdown`: stop the engine and its processes anyway.
     with contextlib.suppress(Exception):
         asyncio.run(asyncio.wait_for(server.session.shutdown(), 30))
-    return 0
+    # LSP: `exit` after `shutdown` ends with 0, otherwise 1. pygls' `exit` raises SystemExit with that code inside
+    # `start_io`, which catches it and returns; its own flag still says whether `shutdown` came.
+    return 0 if getattr(server.protocol, "_shutdown", False) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
