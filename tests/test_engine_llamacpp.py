@@ -48,6 +48,13 @@ async def test_a_prompt_cut_after_a_dot_is_healed_the_member_follows_without_the
     assert healed.startswith("parse(text)"), (healed, plain)
 
 
+async def test_a_prompt_cut_inside_a_word_is_healed_back_to_the_words_start(engine):
+    word = ("<|fim_prefix|>import math\n\n\ndef circumference(r):\n<|fim_suffix|>\n\n\nprint(circumference(2))\n"
+            "<|fim_middle|>    retur")
+    healed, _, _ = await collect(engine, GenerationRequest(word, max_tokens=8, heal=True))
+    assert healed.startswith("n "), healed  # `return ...`, not `retur` continued as a word of its own
+
+
 async def test_a_repeated_prompt_prefix_reuses_the_kv_cache(engine):
     await collect(engine, GenerationRequest(PROMPT, max_tokens=4))
     # The same file, one more character typed at the cursor: only the tail is evaluated again.

@@ -230,6 +230,18 @@ def test_healing_backs_off_the_last_token_and_spells_it_out_with_the_likeliest_c
     assert choose(logits, vocab, b"rse") == (7, b"")
 
 
+def test_healing_backs_off_the_rest_of_a_word_while_one_token_could_still_start_with_it():
+    from sparkls.engine.healing import Vocabulary, back_off
+
+    # `    retur` as `   ` ` ret` `ur`: ` return` starts with ` retur`, so both word pieces go (backing off `ur`
+    # alone would leave the model after ` ret`); no token starts with `    retur`, so the indentation stays.
+    pieces = [b"", b"   ", b" ret", b"ur", b" return", b"urn", b" Style", b"."]
+    vocab = Vocabulary(pieces)
+    assert back_off([1, 2, 3], vocab) == ([1], b" retur")
+    assert back_off([6, 7], vocab) == ([6], b".")  # no token starts with ` Style.`: the dot alone
+    assert back_off([1, 2, 3], vocab, most=1) == ([1, 2], b"ur")
+
+
 def test_a_prompt_ending_in_a_control_token_or_one_token_is_not_healed():
     from sparkls.engine.healing import Vocabulary, back_off
 

@@ -79,6 +79,8 @@ async def test_a_healed_prompt_starts_with_the_likeliest_token_that_spells_out_i
     tok = AutoTokenizer.from_pretrained(str(tiny_model))
     ids = tok.encode(text, add_special_tokens=False)
     cut = tok.decode(ids[-1:])
+    two = tok.decode(ids[-2:])  # no token starts with the last two tokens' text: only the last one is backed off
+    assert not any(tok.decode([i]).startswith(two) for i in range(len(tok)))
     first = next(i for i in range(len(tok)) if (p := tok.decode([i])) and (p.startswith(cut) or cut.startswith(p)))
     assert first != 0  # so the plain answer (token 0 again and again) and the healed one differ
     plain, plain_stats, _ = await collect(engine, GenerationRequest(text, max_tokens=6))

@@ -139,17 +139,43 @@ def run_vscode(tmp_path: Path, vsix: Path, code_server: Path, files: dict[str, s
     return r
 
 
+SHAPE_BODY = '''        self.name = name
+        self.width = 1.0
+        self.height = 1.0
+
+    def perimeter(self):
+        """The length around the shape."""
+        return 2 * (self.width + self.height)
+
+    def surface(self):
+        """The area the shape covers."""
+        return self.width * self.height
+
+    def grow(self, factor):
+        """Scale the shape by `factor`."""
+        self.width *= factor
+        self.height *= factor
+
+    def describe(self):
+        """A line about the shape."""
+        return f"{self.name}: {self.width} x {self.height}"
+'''
+
+
 @pytest.mark.model
 def test_vscode_shows_ghost_text_runs_a_code_action_stops_a_rewrite_and_shows_tokens_per_second(
         tmp_path, extension, code_server):
     require("llama_cpp", "the embedded engine")
-    files = {"calc.py": CALC.replace("        \n", "        self.name = name\n")}
+    # A class long enough that its rewrite is still streaming when the stop comes (a one-method class was
+    # sometimes rewritten whole before it).
+    files = {"calc.py": CALC.replace("        \n", SHAPE_BODY)}
     r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing")  # default settings
     assert re.search(r"qwen2\.5-coder-0\.5b", r["status_ready"]), r["status_ready"]
     # ghost text from the model after typing `r` at `retu`; Tab inserted it
     ghost = r["ghost_text"].replace("\xa0", " ").split("\n")[0]
     assert ghost.strip(), "no ghost text"
     assert r["line_after_tab"] == "    retur" + ghost, (r["line_after_tab"], ghost)
+    assert r["line_after_tab"].startswith("    return"), ghost  # the word is finished, not continued as `retur`
     assert re.search(r"\d+ tok/s", r["status_after_generation"]), r["status_after_generation"]
     # the lightbulb menu's "Implement" action replaced `pass` with a body
     assert "sparkls: Implement `area`" in r["actions"]

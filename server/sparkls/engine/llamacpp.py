@@ -358,7 +358,8 @@ class LlamaCppEngine:
         n_past = len(tokens) - 1
         while True:
             healing = bool(job.heal_left) and self._vocab is not None
-            draft = drafter.propose(tokens, self.options.n_ctx - n_past - 2) if drafter and not healing else []
+            room = self.options.n_ctx - n_past - 2
+            draft = drafter.propose(tokens, room) if drafter is not None and not healing else []
             batch = [tokens[-1], *draft]
             self._ctx.kv_cache_seq_rm(seq, n_past, -1)
             self._eval(seq, batch, n_past, logits_all=bool(draft))
