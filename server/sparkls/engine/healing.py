@@ -63,11 +63,16 @@ def back_off(tokens: list[int], vocab: Vocabulary, most: int = 4) -> tuple[list[
     return tokens[: len(tokens) - n], cut
 
 
+def advance(vocab: Vocabulary, left: bytes, tok: int) -> bytes:
+    """The cut text still to write after token `tok` (empty once a token covered it)."""
+    piece = vocab.pieces[tok]
+    return left[len(piece) :] if left.startswith(piece) else b""
+
+
 def choose(logits: npt.NDArray[np.float32], vocab: Vocabulary, left: bytes) -> tuple[int, bytes]:
     """The most likely token consistent with the healed text still to write, and what is left after it."""
     ids = vocab.consistent(left)
     if ids.size == 0:  # cannot happen with a byte-level vocabulary (every byte is a token); heal no further
         return int(logits.argmax()), b""
     tok = int(ids[int(logits[ids].argmax())])
-    piece = vocab.pieces[tok]
-    return tok, left[len(piece) :] if left.startswith(piece) else b""
+    return tok, advance(vocab, left, tok)

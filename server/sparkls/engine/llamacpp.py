@@ -357,16 +357,16 @@ class LlamaCppEngine:
         n_vocab = self._llm.n_vocab()
         n_past = len(tokens) - 1
         while True:
-            healing = bool(job.heal_left) and self._vocab is not None
+            healing = self._vocab if job.heal_left else None  # the vocabulary while the job heals
             room = self.options.n_ctx - n_past - 2
-            draft = drafter.propose(tokens, room) if drafter is not None and not healing else []
+            draft = drafter.propose(tokens, room) if drafter is not None and healing is None else []
             batch = [tokens[-1], *draft]
             self._ctx.kv_cache_seq_rm(seq, n_past, -1)
             self._eval(seq, batch, n_past, logits_all=bool(draft))
             logits = [np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,))
                       for i in range(len(batch))]
-            if healing and self._vocab is not None:
-                tok, job.heal_left = choose(logits[0], self._vocab, job.heal_left)
+            if healing is not None:
+                tok, job.heal_left = choose(logits[0], healing, job.heal_left)
                 preds = [tok]
             else:
                 preds = [int(x.argmax()) for x in logits]

@@ -50,7 +50,7 @@ from sparkls.engine.base import (
     Health,
     Priority,
 )
-from sparkls.engine.healing import Vocabulary, back_off
+from sparkls.engine.healing import Vocabulary, advance, back_off
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.options import VllmOptions
 from sparkls.engine.stops import StopSeam
@@ -414,9 +414,8 @@ class VllmEngine:
                 async with contextlib.aclosing(run.submit(llm, allowed)) as texts:
                     async for text in texts:
                         yield Delta(text)
-                if allowed and len(run.generated) > before and not run.stopped:  # one healing token chosen
-                    piece = vocab.pieces[run.generated[-1]] if vocab is not None else b""
-                    run.heal_left = run.heal_left[len(piece) :] if run.heal_left.startswith(piece) else b""
+                if vocab is not None and allowed and len(run.generated) > before and not run.stopped:
+                    run.heal_left = advance(vocab, run.heal_left, run.generated[-1])  # one healing token chosen
                     if len(run.generated) < request.max_tokens:
                         continue
                 ended = run.outcome()
