@@ -84,9 +84,12 @@ async def test_special_token_stops_go_to_vllm_serve_as_token_ids_so_no_text_is_h
                 deltas.append(ev.text)
         body = engine._body(GenerationRequest("p", stop=(*stops, "\n\n")))
         assert body["stop"] == ["\n\n"] and len(body["stop_token_ids"]) == len(stops)  # a plain string stays one
-        # As strings, vLLM would hold back the last 13 characters: with this model's one character per token,
-        # the first 13 tokens would come as one delta. As token ids, each token streams when decoded.
-        assert "".join(deltas) == "!" * 20 and len(deltas) >= 15 and len(deltas[0]) <= 2, deltas
+        # As strings, vLLM would hold back the last 13 characters until the request finishes: with this model's
+        # one character per token, nothing for 13 tokens, then one per token, and the held-back 13 plus the final
+        # token in the last delta (14 when tried). As token ids, each token streams when decoded. The server
+        # merges deltas when it stalls (seen mid-stream on a busy 2-core machine: 13 tokens in one), so their
+        # count is not a contract.
+        assert "".join(deltas) == "!" * 20 and len(deltas) >= 2 and len(deltas[-1]) < 13, deltas
     finally:
         await engine.close()
 
