@@ -37,8 +37,10 @@ the machine (lscpu model, cores), date, command line and settings problems the s
 
 Usage:
   python benchmarks/fim_eval.py [--sets humaneval-single,pack-line,...] [--placements col0,indent,eol]
-      [--limit N] [--models 0.5b,1.5b] [--threads 1] [--settings JSON] [--skip-raw] [--invoked] [--out PATH]
---limit N takes every k-th task of each set (of each language for the pack sets). Sets: humaneval-single,
+      [--limit N [--heldout]] [--models 0.5b,1.5b] [--threads 1] [--settings JSON] [--skip-raw] [--invoked]
+      [--out PATH]
+--limit N takes every k-th task of each set (of each language for the pack sets); with --heldout, the N tasks
+half-way between those (a development slice: choose settings there, report on the first). Sets: humaneval-single,
 humaneval-multi, pack-line, pack-block, crossfile-rich, crossfile-corpus (all by default; see fim_tasks.py
 for how many tasks each has).
 """
@@ -483,6 +485,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sets", default=",".join(SETS), help="comma list of task sets")
     ap.add_argument("--placements", default=",".join(PLACEMENTS), help="comma list of cursor placements")
     ap.add_argument("--limit", type=int, default=None, help="tasks per set (per language for pack sets)")
+    ap.add_argument("--heldout", action="store_true", help="the --limit tasks half-way between the ones --limit "
+                    "picks (none the same): a development slice to choose settings on, away from the reported tasks")
     ap.add_argument("--models", default="0.5b", help="comma list: 0.5b, 1.5b")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads, the server's and the raw model's")
     ap.add_argument("--settings", default="{}", help='extra server settings as JSON, e.g. \'{"suffixTokens": 256}\'')
@@ -552,7 +556,8 @@ def main() -> int:
     extra = json.loads(args.settings)
     scratch = Path(tempfile.mkdtemp(prefix="sparkls-fim-eval-"))
     corpus_root = fim_tasks.layout_corpus(scratch / "corpus") if "crossfile-corpus" in sets else None
-    tasks = [t for name in sets for t in fim_tasks.tasks(fim_tasks.build(name, args.limit, corpus_root), placements)]
+    sources = [s for name in sets for s in fim_tasks.build(name, args.limit, corpus_root, args.heldout)]
+    tasks = fim_tasks.tasks(sources, placements)
     print(f"{len(tasks)} tasks ({', '.join(f'{n} {sum(t.source.set == n for t in tasks)}' for n in sets)}); "
           f"tests: {', '.join(k for k, v in AVAILABLE.items() if v)}; sandbox {'netns' if SANDBOX else 'no netns'}; "
           f"{machine()['cpu']}, {os.cpu_count()} cores, {args.threads} thread(s)", flush=True)
@@ -587,6 +592,7 @@ def main() -> int:
     meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "argv": sys.argv,
             "machine": machine(), "models": models, "skipped_models": skipped, "threads": args.threads,
             "settings": extra, "sets": sets, "placements": list(placements), "limit": args.limit,
+            "heldout": args.heldout,
             "trigger": "invoked" if args.invoked else "automatic", "systems": systems,
             "raw_prompt": {"prefix_tokens": PREFIX_TOKENS, "suffix_tokens": SUFFIX_TOKENS, "max_tokens": MAX_TOKENS,
                            "stops": RAW_STOPS},

@@ -135,12 +135,17 @@ def place(src: Source, placement: str) -> Task:
     return task
 
 
-def every_kth(rows: list[Any], limit: int | None) -> list[Any]:
-    """`limit` rows spread evenly over `rows` (all of them without a limit)."""
-    if not limit or limit >= len(rows):
+def every_kth(rows: list[Any], limit: int | None, heldout: bool = False) -> list[Any]:
+    """`limit` rows spread evenly over `rows` (all of them without a limit). `heldout`: the rows half-way
+    between those, none of them the same: a slice to choose settings on without choosing them on the
+    reported tasks."""
+    if not limit or (limit >= len(rows) and not heldout):
         return rows
     step = len(rows) / limit
-    return [rows[int(i * step)] for i in range(limit)]
+    if heldout and step < 2:
+        raise ValueError(f"no held-out slice of {limit} beside {limit} of {len(rows)} rows")
+    shift = step / 2 if heldout else 0.0
+    return [rows[int(i * step + shift)] for i in range(limit)]
 
 
 def pick(task_id: str, salt: str, n: int) -> int:
@@ -164,10 +169,10 @@ def maskable(line: str) -> bool:
 
 # ---- HumanEval infilling ---------------------------------------------------------------------------------------
 
-def humaneval(which: str, limit: int | None) -> list[Source]:
+def humaneval(which: str, limit: int | None, heldout: bool = False) -> list[Source]:
     name = {"humaneval-single": "HumanEval-SingleLineInfilling", "humaneval-multi": "HumanEval-MultiLineInfilling"}
     with gzip.open(INFILLING / f"{name[which]}.jsonl.gz", "rt") as f:
-        rows = every_kth([json.loads(line) for line in f], limit)
+        rows = every_kth([json.loads(line) for line in f], limit, heldout)
     out = []
     for i, r in enumerate(rows):
         start = len(r["prompt"])
@@ -267,13 +272,14 @@ def pack_block(language: str, row: dict[str, Any]) -> Source | None:
                   f"{row['task_id'].replace('/', '_')}.{EXTENSION[language]}", text, a, b, **pack_tests(language, row))
 
 
-def pack(which: str, limit: int | None, languages: tuple[str, ...] = PACK_LANGUAGES) -> list[Source]:
+def pack(which: str, limit: int | None, languages: tuple[str, ...] = PACK_LANGUAGES, heldout: bool = False,
+         ) -> list[Source]:
     """`limit` tasks per language (every k-th of those with a maskable span)."""
     build = pack_line if which == "pack-line" else pack_block
     out: list[Source] = []
     for language in languages:
         found = [s for s in (build(language, row) for row in pack_rows(language)) if s is not None]
-        out.extend(every_kth(found, limit))
+        out.extend(every_kth(found, limit, heldout))
     return out
 
 
@@ -388,7 +394,7 @@ def _python_local_definitions(text: str) -> set[str]:
     return names
 
 
-def crossfile_rich(limit: int | None, root: Path = RICH) -> list[Source]:
+def crossfile_rich(limit: int | None, root: Path = RICH, heldout: bool = False) -> list[Source]:
     out: list[Source] = []
     for path in sorted(root.rglob("*.py")):
         if "_unicode_data" in path.parts:  # generated width tables, not code
@@ -399,7 +405,7 @@ def crossfile_rich(limit: int | None, root: Path = RICH) -> list[Source]:
         imported = {n: m for n, m in _python_imports(text).items() if n not in local}
         used = usage_lines(text, "python", imported, frozenset({"identifier"}))
         out.extend(_sources("crossfile-rich", "", "python", rel, text, root, used))
-    return every_kth(out, limit)
+    return every_kth(out, limit, heldout)
 
 
 # Top-level definitions per corpus language: node type -> how to find the names.
@@ -482,7 +488,8 @@ def _go_qualified_uses(text: str, packages: dict[str, dict[str, str]], own: str)
     return first
 
 
-def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS) -> list[Source]:
+def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS, heldout: bool = False,
+                     ) -> list[Source]:
     """Tasks over the corpus files laid out at `layout_root/<repo>/<path>` (see `layout_corpus`)."""
     rows = corpus_manifest(corpus)
     texts = {r["path"]: (corpus / r["file"]).read_text() for r in rows}
@@ -506,7 +513,7 @@ def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS
                 used |= _go_qualified_uses(text, packages, Path(path).parent.name)
             out.extend(_sources("crossfile-corpus", f"{repo_dir(repo)}/", lang, path, text,
                                 layout_root / repo_dir(repo), used))
-    return every_kth(out, limit)
+    return every_kth(out, limit, heldout)
 
 
 def layout_corpus(dest: Path, corpus: Path = CORPUS) -> Path:
@@ -518,18 +525,19 @@ def layout_corpus(dest: Path, corpus: Path = CORPUS) -> Path:
     return dest
 
 
-def build(which: str, limit: int | None, corpus_root: Path | None = None) -> list[Source]:
-    """The sources of one set; `corpus_root` is where `crossfile-corpus` files are (to be) laid out."""
+def build(which: str, limit: int | None, corpus_root: Path | None = None, heldout: bool = False) -> list[Source]:
+    """The sources of one set; `corpus_root` is where `crossfile-corpus` files are (to be) laid out; `heldout`:
+    the tasks between the ones `limit` picks (`every_kth`)."""
     if which in ("humaneval-single", "humaneval-multi"):
-        return humaneval(which, limit)
+        return humaneval(which, limit, heldout)
     if which in ("pack-line", "pack-block"):
-        return pack(which, limit)
+        return pack(which, limit, heldout=heldout)
     if which == "crossfile-rich":
-        return crossfile_rich(limit)
+        return crossfile_rich(limit, heldout=heldout)
     if which == "crossfile-corpus":
         if corpus_root is None:
             raise ValueError("crossfile-corpus needs the directory its files are laid out in")
-        return crossfile_corpus(limit, corpus_root)
+        return crossfile_corpus(limit, corpus_root, heldout=heldout)
     raise ValueError(f"unknown set {which!r}; known: {', '.join(SETS)}")
 
 

@@ -194,6 +194,14 @@ def test_the_fresh_anchor_is_the_start_of_the_line_above_the_cursor():
     assert ctx.middle == "    y = x\n    return y" and ctx.prefix == "def f(x):\n"
 
 
+def test_a_blank_line_above_the_cursor_is_not_taken_into_the_typed_text():
+    # The answer would start with an empty line, which the model reads as finished: it stopped at once on
+    # HumanEval tasks whose gap follows a docstring and a blank line.
+    ctx = build('def f(x):\n    """Doc."""\n\n<|>    return y\n')
+    assert ctx.middle == "" and ctx.prefix.endswith('"""\n\n')
+    assert build("def f(x):\n\n    y = x\n<|>").middle == "    y = x\n"
+
+
 def test_the_suffix_starts_with_the_rest_of_the_cursor_line():
     ctx = build("x = foo(<|>a, b)\nprint(x)\n")
     assert ctx.suffix == "a, b)\nprint(x)\n" and ctx.middle == "x = foo("
@@ -244,6 +252,13 @@ def test_a_missing_line_above_an_indented_one_keeps_the_bodys_indentation():
     ctx = build("def f(x):\n    y = x\n<|>        return y\n    else:\n        return 0\n")
     assert ctx.insert_lines and ctx.min_indent == 4
     assert build("def f(x): return x\n<|>\n").min_indent is None
+
+
+def test_a_missing_first_line_of_a_body_may_open_the_block_the_line_below_is_in():
+    # `        if k < 2:` is missing above `            return False`: the body's indentation is not the line
+    # below's, and an answer at 8 columns must not end the suggestion before it starts.
+    ctx = build("def f(n):\n    def is_prime(k):\n<|>            return False\n        return True\n")
+    assert ctx.insert_lines and ctx.min_indent == 5
 
 
 def test_the_end_of_a_line_inside_a_string_is_not_a_new_line():

@@ -319,6 +319,12 @@ async def test_an_engine_that_fails_to_load_ends_its_progress_and_says_so_once(t
     async with lsp(options={"engine": "llamacpp", "modelPath": str(missing)}) as (c, _):
         *_, end = await _progress(c, "sparkls-engine-start")
         assert end.message.startswith("failed: ")
+        for _ in range(100):  # the message follows the progress end: on a busy machine it may not be here yet
+            errors = [m.message for m in c.messages if m.type == types.MessageType.Error]
+            if errors:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # time for a second one to arrive, were there one
         errors = [m.message for m in c.messages if m.type == types.MessageType.Error]
         assert len(errors) == 1 and "did not start" in errors[0] and "missing.gguf" in errors[0]
         uri = "file:///w/a.py"

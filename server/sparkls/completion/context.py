@@ -196,19 +196,21 @@ def _decide_mode(in_text: bool, line_before: str, line_after: str) -> tuple[Mode
     return "single", False
 
 
-def _python_min_indent(doc: Document, scope: Node | None, line_before: str) -> int | None:
+def _python_min_indent(doc: Document, scope: Node | None, line_before: str, cursor: int) -> int | None:
     """Lines indented less than this end the suggestion (end of the block being written)."""
     if line_before.strip() == "" and line_before:
         return indent_width(line_before)  # an indented blank line: the block at this indentation
     if line_before.rstrip().endswith(":"):
         return indent_width(line_before) + 1  # after a block opener: the new block's body
-    return _body_indent(doc, scope) if scope is not None else None
+    return _body_indent(doc, scope, cursor) if scope is not None else None
 
 
-def _body_indent(doc: Document, scope: Node) -> int | None:
+def _body_indent(doc: Document, scope: Node, cursor: int) -> int | None:
     """The indentation of the definition's body: of the first non-blank line after its header's `:`. Not the
     `body` node's: where a line is missing above an indented one (the cursor's gap) the parser recovers with
-    an error node after the header and takes a later block for the body."""
+    an error node after the header and takes a later block for the body. Where the gap is the body's first
+    line, the line below it may belong to a block the missing line opens (`if k < 2:` above `return False`):
+    any indentation deeper than the header's will do."""
     colon = next((c for c in scope.children if c.type == ":"), None)
     if colon is None:
         return None
@@ -220,6 +222,9 @@ def _body_indent(doc: Document, scope: Node) -> int | None:
         return None  # `def f(): return 1`: the body is on the header's line
     while nl != -1:
         start = nl + 1
+        if start >= cursor:
+            header = text[text.rfind("\n", 0, doc.char_offset(scope.start_byte)) + 1 :]
+            return indent_width(header) + 1
         nl = text.find("\n", start)
         line = text[start : nl if nl != -1 else len(text)]
         if line.strip():
@@ -230,13 +235,15 @@ def _body_indent(doc: Document, scope: Node) -> int | None:
 def typing_anchor(text: str, cursor: int, budget_chars: int) -> int:
     """A fresh typing anchor: the start of the line above the cursor's, so the model reads that line as
     the start of its own answer (it continues it better than a bare indentation), or the cursor's line
-    start when that does not fit the typed-span budget. Always a line start: no word or indentation is
-    split between the prefix and the typed text."""
+    start when that does not fit the typed-span budget or the line above is blank (an answer that starts
+    with an empty line reads as finished: the model stops at once). Always a line start: no word or
+    indentation is split between the prefix and the typed text."""
     line_start = text.rfind("\n", 0, cursor) + 1
     if line_start == 0:
         return 0
     above = text.rfind("\n", 0, line_start - 1) + 1
-    return above if cursor - above <= budget_chars else line_start
+    blank = not text[above:line_start].strip()
+    return above if cursor - above <= budget_chars and not blank else line_start
 
 
 def _suffix_end(text: str, cursor: int, chars: int) -> int:
@@ -320,7 +327,7 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     in_text = _in_comment_or_string(_node_at(doc, cursor), doc, cursor)
     mode, insert_lines = _decide_mode(in_text, line_before, line_after)
     scope = enclosing_definition(doc, cursor)
-    min_indent = _python_min_indent(doc, scope, line_before) if doc.language in INDENT_LANGUAGES else None
+    min_indent = _python_min_indent(doc, scope, line_before, cursor) if doc.language in INDENT_LANGUAGES else None
     # Token healing: a prompt ending in indentation splits the model's usual "indent + code" tokens
     # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
     heal = line_before if line_before and not line_before.strip() else ""
