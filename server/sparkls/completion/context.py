@@ -223,8 +223,7 @@ def _body_indent(doc: Document, scope: Node, cursor: int) -> int | None:
     while nl != -1:
         start = nl + 1
         if start >= cursor:
-            header = text[text.rfind("\n", 0, doc.char_offset(scope.start_byte)) + 1 :]
-            return indent_width(header) + 1
+            return scope.start_point[1] + 1  # the header's column: its indentation (spaces and tabs are one byte)
         nl = text.find("\n", start)
         line = text[start : nl if nl != -1 else len(text)]
         if line.strip():
