@@ -30,6 +30,12 @@ def test_multi_line_stops_when_the_code_leaves_the_block():
     assert got == "    total = 0\n    for x in xs:\n        total += x\n    return total"
 
 
+def test_multi_line_stops_before_a_markdown_fence_in_a_code_file():
+    # The 1.5B Instruct at `Theme(|` (a cross-file task): the arguments, then a fence and a chat-style explanation.
+    generated = "styles=DEFAULT_STYLES)\n```\n\nThis code defines a theme.\n"
+    assert run("from x import Theme\n\nDEFAULT = Theme(<|>\n", generated) == "styles=DEFAULT_STYLES)"
+
+
 def test_multi_line_stops_before_repeating_the_suffix():
     got = run("def f(x):\n<|>    return y\n", "    y = x * 2\n    return y\n")
     assert got == "    y = x * 2\n"

@@ -9,7 +9,8 @@ returns where to cut once the suggestion is complete:
   or after another unfinished one, such an answer cannot be used, and generation stops at once;
 - multi-line mode: before a line that leaves the enclosing scope (dedent below the scope's body
   in indentation languages; a closing brace below the starting depth elsewhere), before a line
-  that repeats the first line of the suffix, or after two blank lines; a closing brace ends the
+  that repeats the first line of the suffix, before a Markdown fence (```) in a code file (the Instruct
+  model drifting into a chat answer), or after two blank lines; a closing brace ends the
   suggestion after it when the document lacks one (more `{` than `}` in the whole document), before it
   otherwise.
 `finalize` then trims what duplicates the text after the cursor and keeps brackets balanced.
@@ -25,6 +26,7 @@ from sparkls.text.nodes import indent_width
 _PAIRS = {")": "(", "]": "[", "}": "{"}
 _OPEN = set(_PAIRS.values())
 _CLOSING = set(")]};,")
+_PROSE = frozenset({"markdown", "plaintext"})  # documents where a ``` line may be what the user writes
 
 
 def _first_code_line(text: str) -> str:
@@ -97,6 +99,8 @@ class StopPolicy:
             # A line of closers that closes what the suggestion itself opened is its own, even when the suffix
             # starts with the same `}` (which closes the enclosing block).
             own_closer = ctx.braces and before > 0 and depth >= 0 and bool(stripped) and set(stripped) <= _CLOSING
+            if i > 0 and stripped.startswith("```") and ctx.language not in _PROSE:
+                return max(0, offset - 1)  # a Markdown fence: the model has left the code for a chat answer
             if (i > 0 or ctx.insert_lines or ctx.newline) and not own_closer:
                 if stripped and suffix_first and stripped == suffix_first:
                     return max(0, offset - 1) if i > 0 else 0
