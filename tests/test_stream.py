@@ -34,6 +34,9 @@ def test_multi_line_stops_before_a_markdown_fence_in_a_code_file():
     # The 1.5B Instruct at `Theme(|` (a cross-file task): the arguments, then a fence and a chat-style explanation.
     generated = "styles=DEFAULT_STYLES)\n```\n\nThis code defines a theme.\n"
     assert run("from x import Theme\n\nDEFAULT = Theme(<|>\n", generated) == "styles=DEFAULT_STYLES)"
+    # A fence inside a docstring the suggestion opened is the docstring's Markdown: kept.
+    doc = '    """Parse.\n\n    ```\n    parse("a")\n    ```\n    """\n    return 1\n\n\n'
+    assert run("def parse(s):\n<|>\n", doc) == doc.rstrip("\n")
 
 
 def test_multi_line_stops_before_repeating_the_suffix():

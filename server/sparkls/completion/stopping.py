@@ -29,6 +29,11 @@ _CLOSING = set(")]};,")
 _PROSE = frozenset({"markdown", "plaintext"})  # documents where a ``` line may be what the user writes
 
 
+def _in_docstring(text: str) -> bool:
+    """Whether `text` leaves a triple-quoted string open (a docstring may hold a Markdown example)."""
+    return (text.count('"""') + text.count("'''")) % 2 == 1
+
+
 def _first_code_line(text: str) -> str:
     for line in text.split("\n"):
         if line.strip():
@@ -99,7 +104,7 @@ class StopPolicy:
             # A line of closers that closes what the suggestion itself opened is its own, even when the suffix
             # starts with the same `}` (which closes the enclosing block).
             own_closer = ctx.braces and before > 0 and depth >= 0 and bool(stripped) and set(stripped) <= _CLOSING
-            if i > 0 and stripped.startswith("```") and ctx.language not in _PROSE:
+            if i > 0 and stripped.startswith("```") and ctx.language not in _PROSE and not _in_docstring(text[:offset]):
                 return max(0, offset - 1)  # a Markdown fence: the model has left the code for a chat answer
             if (i > 0 or ctx.insert_lines or ctx.newline) and not own_closer:
                 if stripped and suffix_first and stripped == suffix_first:
