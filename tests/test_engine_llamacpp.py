@@ -128,6 +128,45 @@ async def test_background_and_code_action_work_keep_the_interactive_prompts_kv_c
     assert st.reused_tokens >= st.prompt_tokens - 1, st  # and so is the background slot
 
 
+OTHER_FILE = ("<|fim_prefix|>" + "".join(f"class Thing{i}:\n    size = {i}\n\n\n" for i in range(20))
+              + "def area(w, h):\n<|fim_suffix|>\n<|fim_middle|>")
+
+
+async def test_a_prompt_for_another_file_saves_the_kv_state_and_going_back_loads_it_with_the_same_answer(engine):
+    first, _, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=12))
+    _, other, _ = await collect(engine, GenerationRequest(OTHER_FILE, max_tokens=4))
+    assert other.reused_tokens < 20  # nothing shared: the sequence now holds the other file (its state was saved)
+    loads = (await engine.health()).stats["kv_states_restored"]
+    again, st, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=12))
+    assert (await engine.health()).stats["kv_states_restored"] == loads + 1
+    assert st.reused_tokens >= st.prompt_tokens - 1, st  # loaded, not prefilled
+    assert again == first  # the loaded KV is the same KV
+
+
+async def test_a_warm_up_fills_the_interactive_sequence_without_output_and_the_keystroke_reuses_it(engine):
+    place = PROMPT.replace("fibonacci", "lucas")
+    text, warm, _ = await collect(engine, GenerationRequest(place, max_tokens=1, priority=Priority.BACKGROUND,
+                                                            warm=True))
+    assert (text, warm.finish_reason, warm.decode_tokens) == ("", "warm", 0)
+    typed = place.replace("<|fim_middle|>", "<|fim_middle|>    ")
+    _, st, _ = await collect(engine, GenerationRequest(typed, max_tokens=2, priority=Priority.INTERACTIVE))
+    assert st.reused_tokens >= warm.prompt_tokens - 1, (warm, st)
+
+
+async def test_a_request_that_arrives_drops_a_running_warm_up(engine):
+    long_place = "<|fim_prefix|>" + HEADER * 8 + "def tail(n):\n<|fim_suffix|>\n<|fim_middle|>"
+    warm_task = asyncio.create_task(collect(engine, GenerationRequest(
+        long_place, max_tokens=1, priority=Priority.BACKGROUND, warm=True, id="warm-long")))
+    for _ in range(3000):  # until the worker has taken it (about 2,000 tokens to prefill: seconds)
+        if "warm-long" in engine._cancels and engine._sched.waiting() == 0:  # submitted, and taken
+            break
+        await asyncio.sleep(0.01)
+    _, st, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=2, priority=Priority.INTERACTIVE))
+    _, warm, _ = await warm_task
+    assert warm.finish_reason == "abort", warm  # dropped at its next chunk, not paused to resume later
+    assert st.decode_tokens > 0
+
+
 async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_accepted():
     require("llama_cpp", "the embedded engine")
     from sparkls.edit import rewrite

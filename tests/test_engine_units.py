@@ -7,6 +7,7 @@ import threading
 
 from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
 from sparkls.engine.fake import FakeEngine
+from sparkls.engine.kvstates import KvStates
 from sparkls.engine.metrics import Recorder, percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
@@ -248,3 +249,30 @@ def test_a_prompt_ending_in_a_control_token_or_one_token_is_not_healed():
     vocab = Vocabulary([b"", b"x", b"y"])  # id 0: a control token (a FIM marker), no text
     assert back_off([1, 0], vocab) == ([1, 0], b"")
     assert back_off([1], vocab) == ([1], b"")
+
+
+def test_a_saved_kv_state_comes_back_for_a_prompt_that_shares_more_with_it_than_the_sequence_does():
+    states = KvStates(budget_bytes=1000, min_gain=4)
+    a = list(range(100))
+    assert states.worth_saving(a, kept=10)  # 90 tokens would be lost
+    states.save(a, b"A" * 100)
+    assert not states.worth_saving(a, kept=10)  # already saved
+    assert states.best([*a[:50], 7, 7], current=10).data == b"A" * 100  # shares 50 > 10 + 4
+    assert states.best([*a[:12], 7], current=10) is None  # shares 12: not worth a load
+    assert not states.worth_saving(a, kept=98)  # two tokens lost: nothing to save
+
+
+def test_saved_kv_states_stay_within_their_budget_least_recently_used_first():
+    states = KvStates(budget_bytes=250, min_gain=4)
+    first, second, third = [1] * 20, [2] * 20, [3] * 20
+    states.save(first, b"x" * 100)
+    states.save(second, b"y" * 100)
+    assert states.best(first, current=0) is not None  # used: now the most recent
+    states.save(third, b"z" * 100)  # over the budget: the least recently used (second) goes
+    assert states.best(second, current=0) is None
+    assert states.best(first, current=0) is not None and states.best(third, current=0) is not None
+    assert states.bytes <= 250
+    states.save([*first, 5, 5], b"w" * 100)  # extends `first`: replaces it
+    assert len(states) == 2
+    states.save([9] * 20, b"v" * 300)  # larger than the whole budget: not kept
+    assert states.best([9] * 20, current=0) is None

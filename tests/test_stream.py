@@ -3,6 +3,7 @@
 from conftest import doc_at
 from sparkls.completion import context, pipeline, prompt
 from sparkls.completion.stopping import StopPolicy, finalize, trim_line_overlap, unheal
+from sparkls.engine.base import Priority
 from sparkls.engine.fake import FakeEngine
 from sparkls.settings import Settings
 
@@ -166,3 +167,25 @@ async def test_a_cursor_inside_a_line_asks_the_engine_to_heal_and_one_at_a_line_
     doc, cursor = doc_at("def f(name):\n    <|>\n    return style\n")  # the indentation is healed instead
     await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
     assert engine.requests and not any(r.heal for r in engine.requests)
+
+
+async def test_a_warm_up_sends_the_prompt_the_next_keystroke_only_appends_to():
+    engine = _Recording("x = 1\n")
+    doc, cursor = doc_at("def f(a):\n    total = a * 2\n    <|>\n    return total\n")
+    kept = []
+    stats = await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"], keep=kept.append)
+    (warm,) = engine.requests
+    assert warm.warm and warm.priority == Priority.BACKGROUND and stats.finish_reason == "warm"
+    typed = doc.edit(cursor, cursor, "r", doc.version + 1)  # the user types at the place it warmed
+    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"], frame=kept[-1])
+    keystroke = engine.requests[-1]
+    assert not keystroke.warm
+    assert keystroke.prompt.startswith(warm.prompt)  # stands on the warm-up's frame: its KV is all reused
+    assert keystroke.prompt[len(warm.prompt):] == "    r"
+
+
+async def test_no_warm_up_is_sent_for_a_line_holding_a_credential():
+    engine = _Recording("")
+    doc, cursor = doc_at('def f():\n    key = "AKIAIOSFODNN7EXAMPLE"<|>\n')
+    assert await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"]) is None
+    assert engine.requests == []

@@ -50,7 +50,16 @@ class Settings(BaseModel):
     fim_template: FimTemplate = Field(default="auto", description=(
         "FIM prompt format; `auto` picks it from the model's metadata."))
     threads: int = Field(default=0, ge=0, le=256, description=(
-        "CPU threads for the embedded engine; 0 means max(1, cores - 1)."))
+        "CPU threads for the embedded engine's decoding; 0 means max(1, cores - 1)."))
+    prefill_threads: int = Field(default=0, ge=0, le=256, description=(
+        "CPU threads for the embedded engine's prompt prefill (the wait at a new place); 0 means every core."))
+    kv_states_mb: int = Field(default=256, alias="kvStatesMb", ge=0, le=65536, description=(
+        "Memory for KV states the embedded engine saves before a prompt for another document or place overwrites "
+        "them; a prompt that shares more with a saved state loads it instead of prefilling. 0 turns it off."))
+    warmup: bool = Field(default=True, description=(
+        "Prefill the prompt at the cursor before the first keystroke, at the lowest priority and dropped by any "
+        "request, when the editor shows where the cursor is (a code action request at an empty selection, or "
+        "`sparkls/cursor`)."))
     context_size: int = Field(default=4096, ge=512, le=32768, description=(
         "Model context window (tokens) for the embedded engine."))
     prefix_tokens: int = Field(default=1024, ge=16, le=16384, description=(
@@ -175,8 +184,9 @@ class Settings(BaseModel):
                                  timeout_s=self.openai_timeout_s, retries=self.openai_retries,
                                  send_priority=self.priority_scheduling)
         return LlamaCppOptions(model_path=self.model_path, model=self.model, n_ctx=self.context_size,
-                               threads=self.threads, reuse_cache=self.kv_cache, priority=self.priority_scheduling,
-                               speculation=self.speculation,
+                               threads=self.threads, prefill_threads=self.prefill_threads,
+                               kv_states_mb=self.kv_states_mb, reuse_cache=self.kv_cache,
+                               priority=self.priority_scheduling, speculation=self.speculation,
                                speculative_tokens=spec or LlamaCppOptions.speculative_tokens)
 
     def supervisor_options(self) -> SupervisorOptions:

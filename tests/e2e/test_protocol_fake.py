@@ -331,3 +331,31 @@ async def test_an_engine_that_fails_to_load_ends_its_progress_and_says_so_once(t
         open_doc(c, uri, "def f():\n    \n")  # still serving: an empty answer, not a hang or a crash
         res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
         assert not res.items
+
+
+async def _warmups(c, count: int) -> list:
+    """The engine's warm-up requests, once `count` of them are done (bounded wait for that state)."""
+    for _ in range(1500):
+        warm = [e for e in (await metrics(c)).engine if e.requestId.startswith("warm-")]
+        if len(warm) >= count:
+            return warm
+        await asyncio.sleep(0.02)
+    return warm
+
+
+async def test_the_cursor_shown_by_a_code_action_request_or_sparkls_cursor_warms_up_the_prompt_there():
+    async with lsp("visual-studio-code", "utf-16", {"engine": "fake", "fakeResponse": "rn msg\n"}) as (c, _):
+        uri = "file:///w/greet.py"
+        open_doc(c, uri, TEXT)
+        cur = position(TEXT, CURSOR, "utf-16")
+        await c.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cur, end=cur),
+            context=types.CodeActionContext(diagnostics=[])))
+        assert [e.finish_reason for e in await _warmups(c, 1)] == ["warm"]
+        c.protocol.notify("sparkls/cursor", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
+        c.protocol.notify("sparkls/cursor", {"textDocument": {"uri": "file:///w/not-open.py"},
+                                             "position": {"line": 0, "character": 0}})  # logged and ignored
+        assert len(await _warmups(c, 2)) == 2
+        result = await c.text_document_inline_completion_async(inline_params(uri, cur))  # still serving
+        assert [i.insert_text for i in result.items] == ["rn msg"]
+

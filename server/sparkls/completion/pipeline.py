@@ -132,10 +132,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
             total = (time.perf_counter() - t0) * 1000
             return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
                               Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout, frame)
-    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
-    if keep is not None and ctx.frame is not None:
-        keep(ctx.frame)
+    ctx = await _context(doc, cursor, settings, frame, place, keep)
     t1 = time.perf_counter()
     text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
     engine_ms = [stats]
@@ -156,6 +153,41 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
         post_ms=(t4 - t3) * 1000, total_ms=(t4 - t0) * 1000,
     )
     return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
+
+
+async def _context(doc: Document, cursor: int, settings: Settings, frame: context.Frame | None, place: Place,
+                   keep: Callable[[context.Frame], None] | None) -> context.Context:
+    """The context at `cursor`, on the previous frame while it holds; `keep` is given the frame it stands on."""
+    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout, frame)
+    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
+    if keep is not None and ctx.frame is not None:
+        keep(ctx.frame)
+    return ctx
+
+
+async def warm(doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate,
+               frame: context.Frame | None = None, place: Place | None = None,
+               keep: Callable[[context.Frame], None] | None = None) -> GenerationStats | None:
+    """Prefill the prompt a keystroke at `cursor` will send, before it comes: the same frame (given to `keep`, so
+    the keystroke stands on it) and the same prompt, as a warm-up request (`GenerationRequest.warm`: the engine
+    computes its KV after all other work and drops it when a request arrives; the KV computed so far stays).
+    None where a suggestion would send nothing (a credential on the cursor's line)."""
+    if redact.on_line(doc.text, cursor):
+        return None
+    place = place or place_of(doc.uri)
+    ctx = await _context(doc, cursor, settings, frame, place, keep)
+    p = prompt.render(context.redacted(ctx), template, path=place.path, repo=place.repo)
+    req = GenerationRequest(p.text, max_tokens=1, stop=template.stops, priority=Priority.BACKGROUND,
+                            id=new_request_id("warm"), warm=True)
+    stats = GenerationStats()
+    stream = engine.stream(req)
+    try:
+        async for event in stream:
+            if isinstance(event, Finished):
+                stats = event.stats
+    finally:
+        await stream.aclose()
+    return stats
 
 
 def _without_placeholder(text: str, rid: str) -> str:

@@ -5,7 +5,8 @@ inline and classic completion at once) share one job, and a newer job for the sa
 one, whose requests then answer `RequestCancelled` while its engine request is aborted. Per document it keeps
 the last request's prompt frame (reused while only the typed span changes), the typed-ahead cache, and the
 timings of recent suggestions for `sparkls/metrics`; `observers` hear of each suggestion made (the Prometheus
-exporter's time to suggestion).
+exporter's time to suggestion). Where the editor shows the cursor before anything is typed (`cursor`), one warm-up at
+a time prefills the prompt the first keystroke there will send; any suggestion job cancels it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 
 from sparkls.completion import context, pipeline, prompt, typeahead
 from sparkls.engine import metrics
-from sparkls.engine.base import GenerationStats, wait_started
+from sparkls.engine.base import EngineError, GenerationStats, wait_started
 from sparkls.session import Session
 from sparkls.text.document import Document
 from sparkls.workspace import files, snippets
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
 NEAR_LINES = (30, 10)  # lines before and after the cursor whose names pick other files' snippets
+WARMUP_DEBOUNCE_S = 0.15  # a cursor that rests this long gets its prompt prefilled (moves in a row cost nothing)
 
 
 def near_text(text: str, cursor: int) -> str:
@@ -76,6 +78,8 @@ class CompletionService:
         self._typeahead: dict[str, typeahead.Remembered] = {}
         self._frames: dict[str, context.Frame] = {}  # uri -> the last request's stable prompt part
         self._served = 0
+        self._warmup: asyncio.Task[None] | None = None
+        self.warmups: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=64)  # (uri, stats)
         self.observers: list[Callable[[pipeline.Suggestion], None]] = []
         session.subscribe(self)
 
@@ -100,6 +104,7 @@ class CompletionService:
         self._frames.clear()  # the workspace or its context settings may differ: gather again
 
     async def shutdown(self) -> None:
+        self._stop_warmup()
         for job in self._jobs.values():
             job.task.cancel()
         self._jobs.clear()
@@ -162,9 +167,48 @@ class CompletionService:
 
         return await self._wait(self._job(doc.uri, (doc.version, cursor, invoked), compute))
 
+    def cursor(self, doc: Document, cursor: int) -> None:
+        """The editor shows the cursor at `cursor` of `doc` (a code action request at an empty selection, or
+        `sparkls/cursor`): after `WARMUP_DEBOUNCE_S` without another move, and while no suggestion runs, prefill
+        the prompt a keystroke there will send (a warm-up, `pipeline.warm`). A later cursor replaces it."""
+        session = self.session
+        if not session.settings.warmup or self.running or session.excluded(doc.uri) or doc.is_binary:
+            return
+        self._stop_warmup()
+        self._warmup = asyncio.ensure_future(self._warm(doc, cursor))
+
+    async def _warm(self, doc: Document, cursor: int) -> None:
+        await asyncio.sleep(WARMUP_DEBOUNCE_S)
+        session = self.session
+        engine = session.start_engine()
+        try:
+            await wait_started(engine, 0.05)  # a starting engine is not held up by a warm-up
+            template = await self.template()
+            if not session.is_current(doc.uri, doc.version) or self.running:
+                return
+
+            def keep(frame: context.Frame) -> None:
+                self._frames[doc.uri] = frame
+
+            stats = await pipeline.warm(doc, cursor, session.settings, engine, template,
+                                        frame=self._frames.get(doc.uri), place=self.place(doc.uri), keep=keep)
+        except EngineError as e:
+            log.debug("no warm-up at %s: %s", doc.uri, e)
+            return
+        if stats is not None:
+            self.warmups.append((doc.uri, stats))
+            log.info("warm-up %s:%d %s: %d prompt tokens, %d reused, %.0f ms", doc.uri, cursor, stats.finish_reason,
+                     stats.prompt_tokens, stats.reused_tokens, stats.prefill_ms)
+
+    def _stop_warmup(self) -> None:
+        if self._warmup is not None and not self._warmup.done():
+            self._warmup.cancel()
+        self._warmup = None
+
     def _job(self, uri: str, key: tuple[int, int, bool], start: Callable[[], Awaitable[pipeline.Suggestion]]) -> Job:
         """The computation for (document version, cursor) of `uri`: shared by identical requests, and
-        superseding older ones."""
+        superseding older ones (and any warm-up)."""
+        self._stop_warmup()
         current = self._jobs.get(uri)
         if current is not None and current.key == key and not current.task.done():
             return current

@@ -74,6 +74,10 @@ class FakeEngine:
                     prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
                     decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason,
                     priority=request.priority)
+            if request.warm:  # a warm-up computes nothing here and has no output
+                self.finished.append(request.id)
+                yield Finished(self.recorder.record(request.id, stats("warm")))
+                return
             try:
                 for i in range(0, len(text), self.chars_per_token):
                     if request.id in self._aborts:

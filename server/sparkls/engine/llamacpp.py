@@ -38,6 +38,7 @@ from sparkls.engine.base import (
     Priority,
 )
 from sparkls.engine.healing import Vocabulary, back_off, choose
+from sparkls.engine.kvstates import KvStates, SavedState, common_prefix
 from sparkls.engine.lookup import LookupDrafter
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.model_files import resolve_model_path
@@ -52,13 +53,10 @@ def default_threads() -> int:
     return max(1, (os.cpu_count() or 2) - 1)
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
+def default_prefill_threads() -> int:
+    """Prefill (batches of prompt tokens) runs on every core: it is the long wait at a new place, and the
+    editor is idle meanwhile."""
+    return max(1, os.cpu_count() or 2)
 
 
 class _Utf8Stream:
@@ -125,6 +123,7 @@ class LlamaCppEngine:
         self._llm: Any = None
         self._ctx: Any = None  # the llama.cpp context with one KV sequence per slot
         self._slots: list[list[int]] = []  # per KV sequence: the tokens whose KV it holds, from position 0
+        self._states: list[KvStates] = []  # per KV sequence: states saved before a prompt overwrote them
         self._is_eog: Any = None
         self._vocab: Vocabulary | None = None  # token bytes, for token healing
         self.model_path = options.model_path or options.model
@@ -139,11 +138,14 @@ class LlamaCppEngine:
         self._thread.start()
 
     def _priority(self, req: GenerationRequest) -> int:
-        return int(req.priority) if self.options.priority else 0
+        if not self.options.priority:
+            return 0
+        return len(Priority) if req.warm else int(req.priority)  # a warm-up runs after everything else
 
     def _slot(self, req: GenerationRequest) -> int:
-        """The KV sequence a request uses: its class's own (one shared when there is a single slot)."""
-        return min(int(req.priority), len(self._slots) - 1)
+        """The KV sequence a request uses: its class's own (one shared when there is a single slot); a warm-up
+        fills the interactive one, for the request it prepares."""
+        return 0 if req.warm else min(int(req.priority), len(self._slots) - 1)
 
     # -- worker thread ---------------------------------------------------------------------------
     def _worker(self) -> None:
@@ -173,9 +175,10 @@ class LlamaCppEngine:
 
             self.model_path = str(resolve_model_path(self.options.model_path, self.options.model))
             threads = self.options.threads or default_threads()
+            batch_threads = self.options.prefill_threads or default_prefill_threads()
             self._llm = Llama(
                 model_path=self.model_path, n_ctx=self.options.n_ctx, n_threads=threads,
-                n_threads_batch=threads, n_batch=self.options.n_batch,
+                n_threads_batch=batch_threads, n_batch=self.options.n_batch,
                 # verbose=False would dup2 fds 1 and 2 to /dev/null during the load, process-wide:
                 # on stdio that silently eats every LSP response sent meanwhile. Log, then quiet it.
                 verbose=True,
@@ -186,7 +189,7 @@ class LlamaCppEngine:
             self._llm.verbose = False  # its own prints (prefix-match notes) go quiet too
             self._open_slots(self._llm, len(Priority) if self.options.reuse_cache else 1)
             self._vocab = Vocabulary([self._llm.detokenize([i]) for i in range(self._llm.n_vocab())])
-            log.info("llama.cpp loaded %s (threads=%d)", self.model_path, threads)
+            log.info("llama.cpp loaded %s (threads=%d, prefill threads=%d)", self.model_path, threads, batch_threads)
         except BaseException as e:  # reported on every request and by health()
             self._load_error = e
             log.exception("llama.cpp failed to load %s", self.model_path)
@@ -205,6 +208,7 @@ class LlamaCppEngine:
         llm._ctx.close()
         llm._ctx = self._ctx = ctx
         self._slots = [[] for _ in range(n)]
+        self._states = [KvStates(self.options.kv_states_mb << 20) for _ in range(n)]
 
     def _eval(self, seq: int, tokens: list[int], pos: int, logits_all: bool) -> None:
         """Evaluate `tokens` at positions pos... of KV sequence `seq` (logits for the last, or for all)."""
@@ -244,6 +248,10 @@ class LlamaCppEngine:
         tokens, seq, reused = self._prepare(job)
         if not self._prefill(job, tokens, seq, reused, started):
             return
+        if job.req.warm:  # the prompt's KV is in place for the request it prepares: nothing to generate
+            job.busy_ms = job.ran_ms(started)
+            self._finish(job, "warm")
+            return
         reason = self._generate(job, tokens, seq, started)
         if reason is None:
             return
@@ -268,11 +276,52 @@ class LlamaCppEngine:
             job.prompt_tokens = len(tokens)
         seq = self._slot(req)
         reused = min(common_prefix(self._slots[seq], tokens), len(tokens) - 1) if self.options.reuse_cache else 0
+        if self.options.reuse_cache:
+            reused = self._swap_state(seq, tokens, reused)
         if first_run:
             job.reused = min(reused, job.prompt_tokens)
         self._ctx.kv_cache_seq_rm(seq, reused, -1)
         self._slots[seq] = tokens[:reused]
         return tokens, seq, reused
+
+    def _swap_state(self, seq: int, tokens: list[int], reused: int) -> int:
+        """Before a prompt overwrites much of what sequence `seq` holds, save its state; when a saved state
+        shares a longer prefix with `tokens`, load it instead (engine/kvstates.py). The tokens reused now."""
+        states, held = self._states[seq], self._slots[seq]
+        best = states.best(tokens, reused)
+        if states.worth_saving(held, reused if best is None else 0):  # a loaded state replaces all it holds
+            states.save(held, self._state_bytes(seq))
+        if best is None:
+            return reused
+        self._load_state(seq, best)
+        return min(common_prefix(self._slots[seq], tokens), len(tokens) - 1)
+
+    def _state_bytes(self, seq: int) -> bytes:
+        import ctypes
+
+        import llama_cpp
+
+        lib: Any = llama_cpp
+        size = lib.llama_state_seq_get_size(self._ctx.ctx, seq)
+        buf = (ctypes.c_uint8 * size)()
+        written = lib.llama_state_seq_get_data(self._ctx.ctx, buf, size, seq)
+        return bytes(buf[:written])
+
+    def _load_state(self, seq: int, state: SavedState) -> None:
+        import ctypes
+
+        import llama_cpp
+
+        lib: Any = llama_cpp
+        buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
+        self._progress_at = time.monotonic()
+        if not lib.llama_state_seq_set_data(self._ctx.ctx, buf, len(state.data), seq):
+            self._ctx.kv_cache_seq_rm(seq, -1, -1)  # a state that does not fit: start from nothing
+            self._slots[seq] = []
+            log.warning("a saved KV state of %d tokens did not load; prefilling instead", len(state.tokens))
+            return
+        self._slots[seq] = list(state.tokens)
+        log.debug("loaded a saved KV state of %d tokens into sequence %d", len(state.tokens), seq)
 
     def _prefill(self, job: _Job, tokens: list[int], seq: int, reused: int, started: float) -> bool:
         """Evaluate the tokens after the reused prefix, `prefill_chunk` at a time; False when the job stopped
@@ -331,8 +380,9 @@ class LlamaCppEngine:
         return True
 
     def _must_stop(self, job: _Job, started: float) -> bool:
-        """Cancelled (finish as abort) or outranked (pause); checked between chunks and tokens."""
-        if job.cancel.is_set():
+        """Cancelled (finish as abort) or outranked (pause); checked between chunks and tokens. A warm-up is
+        aborted, not paused, by any request that arrives: resumed later it would overwrite that request's KV."""
+        if job.cancel.is_set() or (job.req.warm and self._sched.waiting()):
             job.busy_ms = job.ran_ms(started)
             self._finish(job, "abort")
             return True
@@ -425,13 +475,18 @@ class LlamaCppEngine:
         return self._progress_at
 
     async def health(self) -> Health:
-        stats = {"preemptions": float(self._sched.preemptions), "waiting": float(self._sched.waiting())}
+        stats = {"preemptions": float(self._sched.preemptions), "waiting": float(self._sched.waiting()),
+                 "kv_states_saved": float(sum(s.saved for s in self._states)),
+                 "kv_states_restored": float(sum(s.restored for s in self._states)),
+                 "kv_states_bytes": float(sum(s.bytes for s in self._states))}
         if not self._loaded.done():
             return Health(False, self.name, self.model_path, "loading", stats)
         if self._llm is None:
             return Health(False, self.name, self.model_path, f"load failed: {self._load_error}", stats)
         threads = self.options.threads or default_threads()
-        return Health(True, self.name, self.model_path, f"threads={threads} n_ctx={self.options.n_ctx}", stats)
+        batch_threads = self.options.prefill_threads or default_prefill_threads()
+        return Health(True, self.name, self.model_path,
+                      f"threads={threads} prefill_threads={batch_threads} n_ctx={self.options.n_ctx}", stats)
 
     def model_metadata(self) -> dict[str, str]:
         if self._llm is None:

@@ -15,7 +15,9 @@ class LlamaCppOptions:
     model_path: str = ""  # empty: the bundled `model`
     model: str = DEFAULT_MODEL
     n_ctx: int = 4096
-    threads: int = 0  # 0 = default_threads()
+    threads: int = 0  # 0 = default_threads(): decoding
+    prefill_threads: int = 0  # 0 = every core: prompt batches
+    kv_states_mb: int = 256  # saved KV states per sequence (engine/kvstates.py); 0: none
     n_batch: int = 256
     prefill_chunk: int = 64
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)

@@ -68,10 +68,11 @@ class Client:
         self._drain: asyncio.Task[None] | None = None
 
     async def start(self, options: dict[str, Any], root: Path | None = None,
-                    folders: Sequence[Path] | None = None) -> None:
+                    folders: Sequence[Path] | None = None, env: dict[str, str] | None = None) -> None:
         """Start the server and initialize it; `root` (and `folders`, default `[root]`) become the
-        initialize request's `rootUri` and `workspaceFolders`, the places the server reads other files from."""
-        await self.lc.start_io(sys.executable, "-m", "sparkls", "serve")
+        initialize request's `rootUri` and `workspaceFolders`, the places the server reads other files from.
+        `env` replaces the server's environment (a benchmark runs another checkout's server through it)."""
+        await self.lc.start_io(sys.executable, "-m", "sparkls", "serve", env=env)
         server = self.lc._server
         assert server is not None and server.stderr is not None  # start_io just started it with pipes
         self._drain = asyncio.create_task(_drain(server.stderr, self.log_path))

@@ -4,7 +4,7 @@
 export const CLIENT_KEYS = ['server', 'nextEdit', 'trace'] as const;
 
 /** Server settings that take effect only when the server starts (it refuses them while running). */
-export const RESTART_KEYS = ['engine', 'model', 'modelPath', 'threads', 'contextSize', 'logLevel'] as const;
+export const RESTART_KEYS = ['engine', 'model', 'modelPath', 'threads', 'prefillThreads', 'kvStatesMb', 'contextSize', 'logLevel'] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 

@@ -56,6 +56,8 @@ def _listed(ls: SparkServer, doc: Document, a: actions.Action, ready: EditResult
 def code_action(ls: SparkServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     doc = snapshot(ls, params.text_document.uri)
     start, end = offset(ls, doc, params.range.start), offset(ls, doc, params.range.end)
+    if start == end:  # editors ask at every cursor move (VS Code's lightbulb): the cursor rests here
+        ls.completions.cursor(doc, start)
     found = ls.edits.code_actions(doc, start, end, _problems(ls, doc, params.context))
     ready = ls.edits.prediction(doc)
     return [_listed(ls, doc, a, ready) for a in found]

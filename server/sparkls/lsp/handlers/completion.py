@@ -1,19 +1,24 @@
-"""Inline and classic completion, and the `sparkls/metrics` and `sparkls/health` requests."""
+"""Inline and classic completion, the `sparkls/cursor` notification (warm up where the cursor rests), and the
+`sparkls/metrics` and `sparkls/health` requests."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 from dataclasses import asdict
 from typing import Any
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcInvalidParams
 
 from sparkls.completion.pipeline import Suggestion
 from sparkls.lsp import convert
 from sparkls.lsp.handlers.common import offset, served, snapshot, takes_snippets
 from sparkls.lsp.protocol import SparkServer
 from sparkls.text.document import Document
+
+log = logging.getLogger("sparkls")
 
 
 async def _suggestion(ls: SparkServer, uri: str, position: types.Position, invoked: bool = False,
@@ -44,6 +49,26 @@ async def completion(ls: SparkServer, params: types.CompletionParams) -> types.C
     if found is None:
         return types.CompletionList(is_incomplete=True, items=[])
     return convert.completion_items(*found, ls.session.encoding, takes_snippets(ls))
+
+
+def cursor(ls: SparkServer, params: Any) -> None:
+    """`sparkls/cursor` `{"textDocument": {"uri"}, "position"}` (a notification): the cursor rests there, so the
+    prompt a keystroke there would send is prefilled. An unknown document or position is logged and ignored."""
+    doc_id, pos = getattr(params, "textDocument", None), getattr(params, "position", None)
+    uri, line, character = getattr(doc_id, "uri", None), getattr(pos, "line", None), getattr(pos, "character", None)
+    if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
+        log.warning("sparkls/cursor takes {\"textDocument\": {\"uri\": ...}, \"position\": {\"line\", \"character\"}}")
+        return
+    doc = ls.session.documents.get(uri)
+    if doc is None:
+        log.warning("sparkls/cursor: %s is not open", uri)
+        return
+    try:
+        at = offset(ls, doc, types.Position(line=line, character=character))
+    except JsonRpcInvalidParams as e:
+        log.warning("sparkls/cursor: %s", e)
+        return
+    ls.completions.cursor(doc, at)
 
 
 async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
@@ -81,6 +106,7 @@ def rss_bytes() -> int:
 FEATURES = [
     (types.TEXT_DOCUMENT_INLINE_COMPLETION, types.InlineCompletionOptions(), inline_completion),
     (types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(resolve_provider=False), completion),
+    ("sparkls/cursor", None, cursor),
     ("sparkls/metrics", None, metrics),
     ("sparkls/health", None, health),
 ]

@@ -1,0 +1,354 @@
+"""Replay a real editing session through the real server and measure the first suggestion at each new place.
+
+Typing on a line is cheap (a keystroke appends a token to the prompt); moving is not. This replays what people
+do in `rich/console.py` of ../shared/workspaces/rich (the workspace folder sent in `initialize`), one server at a
+time, the same events against each configuration:
+- `start`: the server starts, the file opens, the user lands on a place and types at once (the model may still be
+  loading: does that keystroke get its suggestion?);
+- `jump`: land on another function's statement line (near: the next or previous place; far: across the file,
+  up and down), whose code is removed (its indentation kept);
+- `enter`: at the end of a finished line in the same function, press Enter (a new line at the same indentation);
+- `switch`: open another module of the package and land in it;
+- `back`: return to `console.py`, to a place edited a minute before (its line removed again), and type.
+At each landing the client asks for code actions at the cursor (as VS Code does on every cursor move for its
+lightbulb) and pauses `--pause` seconds (1.5) before the first keystroke; then it types the place's first
+`--chars` characters (4), each a didChange plus an inlineCompletion request that it waits for, so nothing is
+cancelled by the client and every figure counts every request (requests cut short by the server would be
+counted at their time-to-abort and marked censored; none is expected). Before the next landing the place's
+line is put back.
+
+Per event kind: time from the first keystroke to its suggestion (p50/p90, n), whether it showed text, the prompt
+tokens of that request and how many were new (not reused from the KV cache, nor loaded from a saved state), the
+warm keystrokes' (2nd to 4th) time and new tokens, and the engine time spent on work nobody saw (warm-ups that
+a request overtook, requests aborted before their first token). A suggestion that is the removed code's start
+counts as `exact` (the same model on the same places; a check that speed did not cost answers).
+
+Configurations: `sparkls` (this checkout, default settings) and `baseline` (the server of `--baseline-ref`, run
+from a git worktree of that commit: today's behaviour before a change). Both models with `--models 0.5b,1.5b`.
+Writes JSON with the commit, CPU, cores, date and command, and a table beside it.
+Usage: python benchmarks/session.py [--models 0.5b] [--configs sparkls,baseline] [--baseline-ref REF]
+       [--pause 1.5] [--chars 4] [--threads 0] [--out benchmarks/results/session.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types
+from sparkls.completion import context
+from sparkls.text.document import Document
+from sparkls.tools.client import Client, position
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from latency import REQUEST_CANCELLED, has_item, machine, pct, plain
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKSPACE = ROOT.parent / "shared" / "workspaces" / "rich"
+MAIN_FILE = WORKSPACE / "rich" / "console.py"
+OTHER_FILE = WORKSPACE / "rich" / "text.py"
+MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
+# Where the replay goes, as indices into the file's places sorted by line: near and far, down and up.
+ROUTE = (("start", 2), ("jump", 3), ("jump", 9), ("jump", 8), ("enter", 8), ("jump", 0), ("jump", 5), ("jump", 11),
+         ("enter", 11), ("switch", 2), ("back", 11), ("jump", 6))
+N_PLACES = 12
+
+
+@dataclass(frozen=True)
+class Place:
+    row: int  # the statement line whose code is removed (or, for `enter`, after which Enter is pressed)
+    indent: str
+    code: str
+
+
+def places(text: str, language: str, n: int) -> list[Place]:
+    """`n` statement lines inside function bodies, spread evenly through the file (deterministic)."""
+    doc = Document.open("file:///places", language, 1, text)
+    lines = text.split("\n")
+    kinds = context.DEFINITIONS[language]
+    rows: set[int] = set()
+    stack = [doc.tree.root_node] if doc.tree is not None else []
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        body = node.child_by_field_name("body") if node.type in kinds else None
+        if body is None or body.end_point[0] - body.start_point[0] < 4:
+            continue
+        for row in range(body.start_point[0] + 1, body.end_point[0]):
+            code = lines[row].strip()
+            if len(code) >= 16 and not code.startswith(("#", '"', "'", "@")) and not code.endswith((":", "(", "[", "{",
+                                                                                                   ",", "\\")):
+                rows.add(row)
+    ordered = sorted(rows)
+    chosen = [ordered[int((i + 0.5) * len(ordered) / n)] for i in range(n)]
+    return [Place(r, lines[r][: len(lines[r]) - len(lines[r].lstrip())], lines[r].strip()) for r in chosen]
+
+
+def offset_of(text: str, row: int, column: int = 0) -> int:
+    lines = text.split("\n")
+    return sum(len(ln) + 1 for ln in lines[:row]) + column
+
+
+@dataclass
+class Event:
+    kind: str
+    file: str
+    row: int
+    first_ms: float | None = None  # first keystroke -> its answer
+    censored: bool = False  # the first keystroke's request was cancelled: first_ms is its time-to-abort
+    shown: bool = False
+    exact: bool = False
+    text: str = ""
+    prompt_tokens: int = 0
+    new_tokens: int = 0
+    warm_ms: list[float] = field(default_factory=list)  # the next keystrokes, keystroke -> answer
+    warm_new_tokens: list[int] = field(default_factory=list)
+    warmup_prefilled: int = 0  # tokens warm-ups prefilled at this place before the first keystroke
+
+
+@dataclass
+class Doc:
+    uri: str
+    text: str
+    version: int = 1
+
+
+class Replay:
+    def __init__(self, client: Client, chars: int, pause_s: float) -> None:
+        self.client = client
+        self.chars = chars
+        self.pause_s = pause_s
+        self.events: list[Event] = []
+        self.engine: dict[str, dict[str, Any]] = {}
+        self.suggestions: dict[tuple[str, int], dict[str, Any]] = {}
+        self.msg = 0
+
+    def change(self, d: Doc, start: int, end: int, new: str) -> None:
+        d.version += 1
+        lc = self.client.lc
+        lc.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=d.uri, version=d.version),
+            content_changes=[types.TextDocumentContentChangePartial(
+                range=types.Range(start=position(d.text, start), end=position(d.text, end)), text=new)]))
+        d.text = d.text[:start] + new + d.text[end:]
+
+    async def collect(self) -> None:
+        m = plain(await self.client.request("sparkls/metrics"))
+        self.engine.update((e["requestId"], e) for e in m["engine"])
+        self.suggestions.update(((s["uri"], s["version"]), s) for s in m["suggestions"])
+
+    async def ask(self, d: Doc, cursor: int) -> tuple[float, bool, bool, str]:
+        """One inlineCompletion request at `cursor`, awaited: (ms, cancelled, shown, text)."""
+        self.msg += 1
+        t0 = time.perf_counter()
+        params = self.client.inline_params(d.uri, d.text, cursor)
+        try:
+            result = await self.client.request("textDocument/inlineCompletion", params, msg_id=self.msg)
+        except Exception as e:  # a cancelled request counts at its time-to-abort
+            if getattr(e, "code", None) != REQUEST_CANCELLED:
+                raise
+            return (time.perf_counter() - t0) * 1000, True, False, ""
+        items = getattr(result, "items", None) or []
+        text = str(getattr(items[0], "insert_text", "")) if items else ""
+        return (time.perf_counter() - t0) * 1000, False, has_item(result), text
+
+    async def land(self, kind: str, d: Doc, row: int, cursor: int, typed: str, wanted: str) -> None:
+        """At `cursor`: code actions, a pause, then `typed` one character at a time, each awaited."""
+        ev = Event(kind, Path(d.uri).name, row)
+        before = set(self.engine)
+        self.client.lc.protocol.send_request_async(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=d.uri),
+            range=types.Range(start=position(d.text, cursor), end=position(d.text, cursor)),
+            context=types.CodeActionContext(diagnostics=[])))
+        if kind != "start":
+            await asyncio.sleep(self.pause_s)
+        await self.collect()
+        ev.warmup_prefilled = sum(e["prompt_tokens"] - e["reused_tokens"] for rid, e in self.engine.items()
+                                  if rid.startswith("warm-") and rid not in before and e["finish_reason"] == "warm")
+        for i, ch in enumerate(typed):
+            self.change(d, cursor, cursor, ch)
+            cursor += 1
+            ms, cancelled, shown, text = await self.ask(d, cursor)
+            await self.collect()
+            s = self.suggestions.get((d.uri, d.version))
+            st = s["stats"] if s is not None else {}
+            new = int(st.get("prompt_tokens", 0)) - int(st.get("reused_tokens", 0))
+            if i == 0:
+                ev.first_ms, ev.censored, ev.shown, ev.text = ms, cancelled, shown, text
+                ev.prompt_tokens, ev.new_tokens = int(st.get("prompt_tokens", 0)), new
+                ev.exact = shown and (typed[:1] + text).split("\n")[0].strip() == wanted
+            else:
+                ev.warm_ms.append(ms)
+                if s is not None and s["source"] == "model":
+                    ev.warm_new_tokens.append(new)
+        self.events.append(ev)
+
+
+async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[str, str] | None) -> dict[str, Any]:
+    log_path = Path(tempfile.gettempdir()) / f"sparkls-session-{name}-{model}.log"
+    client = Client(log_path)
+    options: dict[str, Any] = {"model": MODELS[model], "threads": args.threads}
+    await client.start(options, root=WORKSPACE, env=env)
+    replay = Replay(client, args.chars, args.pause)
+    main_text = MAIN_FILE.read_text(encoding="utf-8")
+    main = Doc(MAIN_FILE.as_uri(), main_text)
+    spots = places(main_text, "python", N_PLACES)
+    other_text = OTHER_FILE.read_text(encoding="utf-8")
+    other = Doc(OTHER_FILE.as_uri(), other_text)
+    other_spots = places(other_text, "python", N_PLACES)
+    t_start = time.perf_counter()
+    client.open(main.uri, main.text, "python")
+    restore: tuple[Doc, int, int, str] | None = None  # (doc, start, end, original) of the line being edited
+    for kind, index in ROUTE:
+        if restore is not None:  # the previous place's line as it was
+            d, start, end, original = restore
+            replay.change(d, start, end, original)
+            restore = None
+        d, spot = (other, other_spots[index]) if kind == "switch" else (main, spots[index])
+        if kind == "switch":
+            client.open(other.uri, other.text, "python")
+        line_start = offset_of(d.text, spot.row)
+        line_end = line_start + len(spot.indent) + len(spot.code)
+        if kind == "enter":  # at the end of the finished line, Enter: a new line at the same indentation
+            replay.change(d, line_end, line_end, "\n" + spot.indent)
+            cursor = line_end + 1 + len(spot.indent)
+            wanted = d.text.split("\n")[spot.row + 2].strip()
+            await replay.land(kind, d, spot.row, cursor, wanted[: args.chars], wanted)
+            restore = (d, line_end, cursor + min(args.chars, len(wanted)), "")
+        else:  # the line's code removed, its indentation kept; `back` returns to a place of console.py
+            cursor = line_start + len(spot.indent)
+            replay.change(d, cursor, line_end, "")
+            await replay.land(kind, d, spot.row, cursor, spot.code[: args.chars], spot.code)
+            restore = (d, cursor, cursor + min(args.chars, len(spot.code)), spot.code)
+    wall = time.perf_counter() - t_start
+    await asyncio.sleep(0.5)
+    await replay.collect()
+    health = plain(await client.request("sparkls/health"))
+    await client.stop()
+    return {"config": name, "model": model, "options": options, "wall_s": wall, "health": health,
+            "events": [asdict(e) for e in replay.events], "engine": list(replay.engine.values()),
+            "engine_ids": list(replay.engine)}
+
+
+def dist(values: list[float]) -> dict[str, Any]:
+    return {"p50": pct(values, 0.5), "p90": pct(values, 0.9), "n": len(values)}
+
+
+def summarize(run: dict[str, Any]) -> dict[str, Any]:
+    events = run["events"]
+    out: dict[str, Any] = {}
+    groups = {"new place (jump, enter, switch)": [e for e in events if e["kind"] in ("jump", "enter", "switch")]}
+    for kind in ("start", "jump", "enter", "switch", "back"):
+        groups[kind] = [e for e in events if e["kind"] == kind]
+    for label, evs in groups.items():
+        out[label] = {
+            "first_ms": dist([e["first_ms"] for e in evs if e["first_ms"] is not None]),
+            "censored": sum(e["censored"] for e in evs), "shown": sum(e["shown"] for e in evs),
+            "exact": sum(e["exact"] for e in evs), "n": len(evs),
+            "new_tokens": dist([e["new_tokens"] for e in evs]),
+            "prompt_tokens": dist([e["prompt_tokens"] for e in evs]),
+            "warmup_prefilled": dist([e["warmup_prefilled"] for e in evs]),
+        }
+    warm = [ms for e in events for ms in e["warm_ms"]]
+    warm_new = [n for e in events for n in e["warm_new_tokens"]]
+    engine = dict(zip(run["engine_ids"], run["engine"], strict=True))
+    unseen_warm = sum(e["prefill_ms"] for rid, e in engine.items() if rid.startswith("warm-"))
+    aborted = sum(e["prefill_ms"] for rid, e in engine.items()
+                  if not rid.startswith("warm-") and e["finish_reason"] == "abort" and e["decode_tokens"] == 0)
+    out["warm keystrokes"] = {"ms": dist(warm), "new_tokens": dist(warm_new)}
+    out["unseen engine work"] = {"warmup_prefill_s": unseen_warm / 1000, "aborted_prefill_s": aborted / 1000,
+                                 "warmups": sum(rid.startswith("warm-") for rid in engine)}
+    return out
+
+
+def fmt(d: dict[str, Any], key: str = "p50") -> str:
+    v = d.get(key)
+    return "-" if v is None else f"{v:,.0f}"
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = []
+    head = ["event", *[f"{r['config']} {r['model']}" for r in results]]
+    rows.append(head)
+    sums = [r["summary"] for r in results]
+    for label in ("new place (jump, enter, switch)", "start", "jump", "enter", "switch", "back"):
+        rows.append([f"{label}: first suggestion ms p50 / p90 (n)",
+                     *[f"{fmt(s[label]['first_ms'])} / {fmt(s[label]['first_ms'], 'p90')} ({s[label]['n']})"
+                       for s in sums]])
+        rows.append([f"{label}: new / prompt tokens p50",
+                     *[f"{fmt(s[label]['new_tokens'])} / {fmt(s[label]['prompt_tokens'])}" for s in sums]])
+        rows.append([f"{label}: shown, exact, censored",
+                     *[f"{s[label]['shown']}, {s[label]['exact']}, {s[label]['censored']}" for s in sums]])
+    rows.append(["warm keystroke ms p50 (n)", *[f"{fmt(s['warm keystrokes']['ms'])} ({s['warm keystrokes']['ms']['n']})"
+                                                 for s in sums]])
+    rows.append(["warm keystroke new tokens p50", *[fmt(s["warm keystrokes"]["new_tokens"]) for s in sums]])
+    rows.append(["warm-ups (prefill s)", *[f"{s['unseen engine work']['warmups']} "
+                                            f"({s['unseen engine work']['warmup_prefill_s']:.1f})" for s in sums]])
+    rows.append(["aborted before a token (prefill s)",
+                 *[f"{s['unseen engine work']['aborted_prefill_s']:.1f}" for s in sums]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
+
+
+def git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def baseline_env(ref: str, into: Path) -> dict[str, str]:
+    """A worktree of `ref` and the environment that runs its server (its `server/` first on the path)."""
+    git("worktree", "add", "--detach", str(into), ref)
+    return {**os.environ, "PYTHONPATH": str(into / "server")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--models", default="0.5b")
+    ap.add_argument("--configs", default="sparkls,baseline")
+    ap.add_argument("--baseline-ref", default="f5df6f7")
+    ap.add_argument("--pause", type=float, default=1.5, help="seconds between landing and the first keystroke")
+    ap.add_argument("--chars", type=int, default=4)
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "session.json"))
+    args = ap.parse_args()
+    if not MAIN_FILE.exists():
+        raise SystemExit(f"{MAIN_FILE} is missing: the replay reads ../shared/workspaces/rich")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        envs: dict[str, dict[str, str] | None] = {"sparkls": None}
+        if "baseline" in args.configs.split(","):
+            envs["baseline"] = baseline_env(args.baseline_ref, Path(tmp) / "baseline")
+        try:
+            for model in args.models.split(","):
+                for name in args.configs.split(","):
+                    print(f"-- {name} {model}", flush=True)
+                    run = asyncio.run(run_config(name, model, args, envs[name]))
+                    run["summary"] = summarize(run)
+                    results.append(run)
+                    print(table([run]), flush=True)
+        finally:
+            if "baseline" in envs:
+                git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))
+    text = table(results)
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": machine() | {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain",
+                                                                                             "--", "server"))},
+               "baseline_ref": git("rev-parse", args.baseline_ref), "route": ROUTE, "results": results}
+    out.write_text(json.dumps(payload, indent=2))
+    out.with_suffix(".txt").write_text(text + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
