@@ -336,3 +336,19 @@ def test_the_prompt_shows_secrets_redacted_while_the_frame_keeps_the_documents_t
     # Typing still only appends to the typed text the prompt shows.
     assert all(b.middle.startswith(a.middle) for a, b in itertools.pairwise(shown))
     assert shown[-1].middle == '    api_key = "<redacted>"\n    conn\nx'
+
+
+def test_moving_to_another_function_keeps_the_outline_so_the_prompts_head_is_reused():
+    # Each function calls another, far away: an outline ranked by what the place calls would differ per place.
+    defs = "".join(f"def helper_{i}(value_{i}: int) -> int:\n    part = helper_{i // 2}(value_{i})\n"
+                   f"    total = part * {i}\n    return total\n\n\n" for i in range(40))
+    text = "import os\nimport sys\n\n\n" + defs
+    budget = Budget(prefix_tokens=60, suffix_tokens=8, preamble_tokens=60)  # the outline holds only the first few
+    heads = set()
+    for i in (12, 25, 39):  # places far apart, each in another function
+        cursor = text.index("    return total\n", text.index(f"def helper_{i}("))
+        doc, at = doc_at(text[:cursor] + "<|>" + text[cursor:])
+        ctx = context.build(doc, at, budget)
+        assert ctx.preamble.startswith("import os\nimport sys\ndef helper_0(")
+        heads.add(ctx.preamble)
+    assert len(heads) == 1

@@ -21,6 +21,7 @@ from sparkls.engine.base import (
 from sparkls.engine.fake import FakeEngine
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.supervisor import SupervisedEngine, SupervisorOptions
+from sparkls.settings import Settings
 
 from tests.engine_support import collect, until
 
@@ -289,3 +290,16 @@ async def test_while_the_engine_starts_a_request_is_answered_unavailable_after_t
     slow.loaded.set()  # ready within the wait: the request is served, not dropped
     text, _, _ = await waiting
     assert text == "ok" and slow.calls == 1 and engine.restarts == 0
+
+
+async def test_by_default_a_keystroke_made_while_the_model_loads_is_served_once_it_is_ready():
+    engine = SupervisedEngine(SlowStart, Settings().supervisor_options())  # the default start wait
+    slow = engine.engine
+    assert isinstance(slow, SlowStart)
+    waiting = asyncio.ensure_future(collect(engine, GenerationRequest("p", id="early")))
+    await asyncio.sleep(5.5)  # a load longer than the 5 s after which such a request used to be answered empty
+    assert not waiting.done()
+    slow.loaded.set()
+    text, _, _ = await asyncio.wait_for(waiting, 30)
+    assert text == "ok" and slow.calls == 1
+    await engine.close()

@@ -132,9 +132,10 @@ class Settings(BaseModel):
     engine_stall_s: int = Field(default=30, alias="engineStallSeconds", ge=1, le=3600, description=(
         "An engine that makes no progress this long while a request waits on it is taken for hung: its requests "
         "fail and it is restarted (with backoff, as after a crash or repeated failures)."))
-    engine_start_wait_ms: int = Field(default=5000, alias="engineStartWaitMs", ge=0, le=600000, description=(
+    engine_start_wait_ms: int = Field(default=600000, alias="engineStartWaitMs", ge=0, le=600000, description=(
         "How long a request waits for a starting engine (the model loading, vLLM compiling) before it is answered "
-        "empty; the start goes on and shows as progress. Keeps the editor answering while a large model loads."))
+        "empty; the start goes on and shows as progress. By default a keystroke typed while the model loads gets its "
+        "suggestion once the model is ready (the editor cancels the requests that later keystrokes replace)."))
     max_tokens_rewrite: int = Field(default=768, ge=16, le=16384, description=(
         "Most tokens generated for a rewrite (code action, next-edit window); a rewrite asks for about 1.5x the "
         "region's tokens plus 96, up to this."))

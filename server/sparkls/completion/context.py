@@ -4,11 +4,11 @@ What the prompt needs, cut to budgets, laid out for the KV cache. In the default
 the prompt is `[head][prefix up to the typing anchor]<suffix marker>[suffix]<middle marker>[typed text]`:
 - `Frame`: the part that stays put while the user types: the typing anchor (a line start at or
   before the cursor), the prefix window before it (from a top-level definition start chosen on a
-  coarse grid), the preamble (imports and signatures of definitions above the window, the ones the
-  enclosing scope calls first) and a long suffix from the cursor on. A keystroke keeps the frame
-  as long as the text before the anchor and after the cursor is unchanged and the typed span fits
-  its budget; then it only appends to `middle`, the text from the anchor to the cursor, which the
-  model reads as the start of its own answer.
+  coarse grid), the preamble (the file's imports and signatures in file order, as many as fit,
+  above the window: the same at every place below them) and a long suffix from the cursor on. A
+  keystroke keeps the frame as long as the text before the anchor and after the cursor is unchanged
+  and the typed span fits its budget; then it only appends to `middle`, the text from the anchor to
+  the cursor, which the model reads as the start of its own answer.
 - `mode`: single line or multi-line, decided from the syntax at the cursor, plus what the stop
   policy needs to end the suggestion at the end of the scope.
 The earlier layouts stay selectable for the benchmarks: `prefix` (typed text at the end of the
@@ -64,7 +64,6 @@ class Frame:
     prefix: str  # text[start:anchor]
     suffix: str  # text[cursor:...] when the frame was made
     after: int  # len(text) - cursor when the frame was made: the text after the cursor must stay as it was
-    scope: int = -1  # start of the enclosing definition (-1: none); other files' snippets are kept while it stays
     before: int = 0  # hash of text[:anchor]: the frame holds only while all of it is unchanged
     snippets: tuple[tuple[str, str], ...] = ()  # (path, text) of other files, set by the pipeline
 
@@ -262,19 +261,19 @@ def _scope_text(doc: Document, scope: Node | None, lo: int, hi: int) -> str:
     return doc.text[start:lo] + doc.text[hi:end]
 
 
-def make_frame(doc: Document, cursor: int, budget: Budget, scope: Node | None) -> Frame:
+def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     """A new stable part for a request at `cursor` (when the previous one no longer holds)."""
     text = doc.text
     anchor = typing_anchor(text, cursor, budget.chars(budget.typed_tokens))
     start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
     suffix = text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))]
-    # Definitions before the window only: the tree after the cursor changes shape while the user types (an
-    # open bracket swallows the next definition into an error node), and a signature flipping in or out of
-    # the preamble would invalidate the whole KV cache behind it.
-    scope_text = _scope_text(doc, scope, anchor, cursor)
-    preamble = build_preamble(doc, start, scope_text, budget.chars(budget.preamble_tokens))
+    # The file's outline in file order, not ranked by the place: the same for every place whose window starts
+    # below it, so a move to another function keeps the head of the prompt (and its KV). Definitions before the
+    # window only: the tree after the cursor changes shape while the user types (an open bracket swallows the
+    # next definition into an error node).
+    preamble = build_preamble(doc, start, "", budget.chars(budget.preamble_tokens))
     return Frame(doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor,
-                 doc.char_offset(scope.start_byte) if scope is not None else -1, hash(text[:anchor]))
+                 hash(text[:anchor]))
 
 
 def closers_needed(doc: Document) -> int:
@@ -338,7 +337,7 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
                    anchor=0, preamble="", prefix="", suffix="")  # the layout fills in the rest
     if layout == "anchored":
         if frame is None or not frame.holds(doc, cursor, budget):
-            frame = make_frame(doc, cursor, budget, scope)
+            frame = make_frame(doc, cursor, budget)
         middle = text[frame.anchor : cursor - len(heal)]
         at_end = not in_text and not line_after.strip()
         done = at_end and line_is_finished(doc, cursor, line_before)

@@ -90,16 +90,13 @@ def place_of(uri: str) -> Place:
 
 async def _with_snippets(ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document,
                          budget_chars: int) -> context.Context:
-    """A new frame gets other files' snippets; a frame kept from the last request already has them. The
-    previous frame's snippets are kept while the cursor stays in the same enclosing definition (outside any
-    definition they are gathered again for each new frame), so moving
-    the anchor inside a function does not change the head (the start of the prompt, where a change costs
-    the whole KV cache)."""
+    """A new frame gets other files' snippets; a frame kept from the last request already has them. They are
+    chosen for the whole file and kept for every new frame in the same document, so moving to another place
+    does not change the head (the start of the prompt, where a change costs the whole KV cache)."""
     frame = ctx.frame
     if frame is None or frame is previous or place.snippets is None or budget_chars <= 0:
         return ctx
-    if previous is not None and previous.uri == frame.uri and previous.scope == frame.scope != -1 \
-            and previous.snippets:
+    if previous is not None and previous.uri == frame.uri and previous.snippets:
         snippets = previous.snippets
     else:
         try:

@@ -1,6 +1,7 @@
 """The outline of a file (pure): which nodes are definitions and imports per language, a definition's
 signature (its header with the body elided), and the preamble of a completion prompt: the imports and
-signatures of definitions above the prefix window, the ones the enclosing scope calls first."""
+signatures of definitions above the prefix window (the anchored layout takes them in file order, so the
+preamble does not change from place to place; the `prefix` layout ranks the ones the enclosing scope calls first)."""
 
 from __future__ import annotations
 
@@ -42,7 +43,9 @@ _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: int) -> str:
-    """Imports and signatures of definitions before `anchor`, called ones first, in file order."""
+    """Imports and signatures of definitions before `anchor`, in file order; with `scope_text`, the ones it calls
+    are chosen first. Without it, the outline stops at the first signature that does not fit: the result is then
+    the same for every `anchor` below the last one taken (a prompt head that does not move with the cursor)."""
     if doc.tree is None or budget_chars <= 0 or anchor <= 0:
         return ""
     lo = doc.byte_offset(anchor)  # positions below are bytes
@@ -63,6 +66,8 @@ def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: in
     chosen: list[tuple[int, str]] = []
     for start, _name, sig in ranked:
         if used + len(sig) + 1 > budget_chars:
+            if not called:
+                break
             continue
         chosen.append((start, sig))
         used += len(sig) + 1

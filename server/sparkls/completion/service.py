@@ -29,26 +29,7 @@ from sparkls.workspace import files, snippets
 log = logging.getLogger(__name__)
 
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
-NEAR_LINES = (30, 10)  # lines before and after the cursor whose names pick other files' snippets
 WARMUP_DEBOUNCE_S = 0.15  # a cursor that rests this long gets its prompt prefilled (moves in a row cost nothing)
-
-
-def near_text(text: str, cursor: int) -> str:
-    """The code around the cursor that picks other files' snippets."""
-    before, after = NEAR_LINES
-    lo = cursor
-    for _ in range(before + 1):
-        lo = text.rfind("\n", 0, lo)
-        if lo <= 0:
-            lo = 0
-            break
-    hi = cursor
-    for _ in range(after + 1):
-        hi = text.find("\n", hi + 1)
-        if hi == -1:
-            hi = len(text)
-            break
-    return text[lo:hi]
 
 
 @dataclass(frozen=True)
@@ -136,7 +117,8 @@ class CompletionService:
         open_docs = {u: d for u, d in session.documents.items() if u != uri}  # a copy: used from a thread
 
         def gather(doc: Document, cursor: int, budget_chars: int) -> list[tuple[str, str]]:
-            found = snippets.gather(doc, open_docs, index, near_text(doc.text, cursor), budget_chars)
+            # For the whole file, not the place: the snippets stay while the cursor moves (pipeline._with_snippets).
+            found = snippets.gather(doc, open_docs, index, doc.text, budget_chars)
             return [(s.path, s.text) for s in found]
 
         return pipeline.Place(rel if inside else path.name, index.roots[0].name if index.roots else "", gather)

@@ -53,7 +53,7 @@ class SupervisorOptions:
     backoff_s: float = 1.0  # the first rebuild's wait; doubled for each one in a row that does not serve
     max_backoff_s: float = 60.0
     start_timeout_s: float = 900.0  # a rebuilt engine that is not ready by then failed to start
-    start_wait_s: float = 5.0  # a request waits this long for a starting engine, then is answered empty
+    start_wait_s: float = 600.0  # a request waits this long for a starting engine, then is answered empty
     tick_s: float = 0.25  # how often the watchdog looks
 
 
