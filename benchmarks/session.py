@@ -23,11 +23,12 @@ warm keystrokes' (2nd to 4th) time and new tokens, and the engine time spent on 
 a request overtook, requests aborted before their first token). A suggestion that is the removed code's start
 counts as `exact` (the same model on the same places; a check that speed did not cost answers).
 
-Configurations: `sparkls` (this checkout, default settings) and `baseline` (the server of `--baseline-ref`, run
-from a git worktree of that commit: today's behaviour before a change). Both models with `--models 0.5b,1.5b`.
+Configurations: `sparkls` (this checkout, default settings), `sparkls-short` (the same with `firstWindowTokens`
+`--first-window`: first answers at a new place from a short window) and `baseline` (the server of `--baseline-ref`,
+run from a git worktree of that commit: today's behaviour before a change). Both models with `--models 0.5b,1.5b`.
 Writes JSON with the commit, CPU, cores, date and command, and a table beside it.
-Usage: python benchmarks/session.py [--models 0.5b] [--configs sparkls,baseline] [--baseline-ref REF]
-       [--pause 1.5] [--chars 4] [--threads 0] [--out benchmarks/results/session.json]
+Usage: python benchmarks/session.py [--models 0.5b,1.5b] [--configs sparkls,sparkls-short,baseline]
+       [--baseline-ref REF] [--first-window 192] [--pause 1.5] [--chars 4] [--threads 0] [--out FILE]
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 ROUTE = (("start", 2), ("jump", 3), ("jump", 9), ("jump", 8), ("enter", 8), ("jump", 0), ("jump", 5), ("jump", 11),
          ("enter", 11), ("switch", 2), ("back", 11), ("jump", 6))
 N_PLACES = 12
+CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "baseline": {}}  # server options on top
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,9 @@ class Event:
     text: str = ""
     prompt_tokens: int = 0
     new_tokens: int = 0
+    ttft_ms: float = 0.0  # the engine's time to first token of the first keystroke's request(s)
     warm_ms: list[float] = field(default_factory=list)  # the next keystrokes, keystroke -> answer
+    warm_model_ms: list[float] = field(default_factory=list)  # ... those the model answered (not typed ahead)
     warm_new_tokens: list[int] = field(default_factory=list)
     warmup_prefilled: int = 0  # tokens warm-ups prefilled at this place before the first keystroke
 
@@ -185,10 +189,12 @@ class Replay:
             if i == 0:
                 ev.first_ms, ev.censored, ev.shown, ev.text = ms, cancelled, shown, text
                 ev.prompt_tokens, ev.new_tokens = int(st.get("prompt_tokens", 0)), new
+                ev.ttft_ms = float(s["timings"]["ttft_ms"]) if s is not None else 0.0
                 ev.exact = shown and (typed[:1] + text).split("\n")[0].strip() == wanted
             else:
                 ev.warm_ms.append(ms)
                 if s is not None and s["source"] == "model":
+                    ev.warm_model_ms.append(ms)
                     ev.warm_new_tokens.append(new)
         self.events.append(ev)
 
@@ -196,7 +202,9 @@ class Replay:
 async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[str, str] | None) -> dict[str, Any]:
     log_path = Path(tempfile.gettempdir()) / f"sparkls-session-{name}-{model}.log"
     client = Client(log_path)
-    options: dict[str, Any] = {"model": MODELS[model], "threads": args.threads}
+    options: dict[str, Any] = {"model": MODELS[model], "threads": args.threads, **CONFIGS.get(name, {})}
+    if name == "sparkls-short":
+        options["firstWindowTokens"] = args.first_window
     await client.start(options, root=WORKSPACE, env=env)
     replay = Replay(client, args.chars, args.pause)
     main_text = MAIN_FILE.read_text(encoding="utf-8")
@@ -207,6 +215,7 @@ async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[
     other_spots = places(other_text, "python", N_PLACES)
     t_start = time.perf_counter()
     client.open(main.uri, main.text, "python")
+    started = False
     restore: tuple[Doc, int, int, str] | None = None  # (doc, start, end, original) of the line being edited
     for kind, index in ROUTE:
         if restore is not None:  # the previous place's line as it was
@@ -229,6 +238,11 @@ async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[
             replay.change(d, cursor, line_end, "")
             await replay.land(kind, d, spot.row, cursor, spot.code[: args.chars], spot.code)
             restore = (d, cursor, cursor + min(args.chars, len(spot.code)), spot.code)
+        if not started:  # a replay on an engine that failed to load would measure nothing
+            started, health = True, await client.wait_ready()
+            if not health.ok:
+                await client.stop()
+                raise SystemExit(f"{name} {model}: the engine is not available: {health.detail}")
     wall = time.perf_counter() - t_start
     await asyncio.sleep(0.5)
     await replay.collect()
@@ -252,6 +266,7 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     for label, evs in groups.items():
         out[label] = {
             "first_ms": dist([e["first_ms"] for e in evs if e["first_ms"] is not None]),
+            "ttft_ms": dist([e["ttft_ms"] for e in evs]),
             "censored": sum(e["censored"] for e in evs), "shown": sum(e["shown"] for e in evs),
             "exact": sum(e["exact"] for e in evs), "n": len(evs),
             "new_tokens": dist([e["new_tokens"] for e in evs]),
@@ -264,7 +279,8 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     unseen_warm = sum(e["prefill_ms"] for rid, e in engine.items() if rid.startswith("warm-"))
     aborted = sum(e["prefill_ms"] for rid, e in engine.items()
                   if not rid.startswith("warm-") and e["finish_reason"] == "abort" and e["decode_tokens"] == 0)
-    out["warm keystrokes"] = {"ms": dist(warm), "new_tokens": dist(warm_new)}
+    out["warm keystrokes"] = {"ms": dist(warm), "model_ms": dist([ms for e in events for ms in e["warm_model_ms"]]),
+                              "new_tokens": dist(warm_new)}
     out["unseen engine work"] = {"warmup_prefill_s": unseen_warm / 1000, "aborted_prefill_s": aborted / 1000,
                                  "warmups": sum(rid.startswith("warm-") for rid in engine)}
     return out
@@ -284,12 +300,16 @@ def table(results: list[dict[str, Any]]) -> str:
         rows.append([f"{label}: first suggestion ms p50 / p90 (n)",
                      *[f"{fmt(s[label]['first_ms'])} / {fmt(s[label]['first_ms'], 'p90')} ({s[label]['n']})"
                        for s in sums]])
+        rows.append([f"{label}: engine TTFT ms p50 / p90",
+                     *[f"{fmt(s[label]['ttft_ms'])} / {fmt(s[label]['ttft_ms'], 'p90')}" for s in sums]])
         rows.append([f"{label}: new / prompt tokens p50",
                      *[f"{fmt(s[label]['new_tokens'])} / {fmt(s[label]['prompt_tokens'])}" for s in sums]])
         rows.append([f"{label}: shown, exact, censored",
                      *[f"{s[label]['shown']}, {s[label]['exact']}, {s[label]['censored']}" for s in sums]])
     rows.append(["warm keystroke ms p50 (n)", *[f"{fmt(s['warm keystrokes']['ms'])} ({s['warm keystrokes']['ms']['n']})"
                                                  for s in sums]])
+    rows.append(["warm keystroke, model-served ms p50 (n)",
+                 *[f"{fmt(s['warm keystrokes']['model_ms'])} ({s['warm keystrokes']['model_ms']['n']})" for s in sums]])
     rows.append(["warm keystroke new tokens p50", *[fmt(s["warm keystrokes"]["new_tokens"]) for s in sums]])
     rows.append(["warm-ups (prefill s)", *[f"{s['unseen engine work']['warmups']} "
                                             f"({s['unseen engine work']['warmup_prefill_s']:.1f})" for s in sums]])
@@ -316,6 +336,7 @@ def main() -> int:
     ap.add_argument("--baseline-ref", default="f5df6f7")
     ap.add_argument("--pause", type=float, default=1.5, help="seconds between landing and the first keystroke")
     ap.add_argument("--chars", type=int, default=4)
+    ap.add_argument("--first-window", type=int, default=192, help="`firstWindowTokens` of the sparkls-short config")
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "session.json"))
     args = ap.parse_args()
@@ -323,7 +344,7 @@ def main() -> int:
         raise SystemExit(f"{MAIN_FILE} is missing: the replay reads ../shared/workspaces/rich")
     results = []
     with tempfile.TemporaryDirectory() as tmp:
-        envs: dict[str, dict[str, str] | None] = {"sparkls": None}
+        envs: dict[str, dict[str, str] | None] = {"sparkls": None, "sparkls-short": None}
         if "baseline" in args.configs.split(","):
             envs["baseline"] = baseline_env(args.baseline_ref, Path(tmp) / "baseline")
         try:

@@ -56,6 +56,11 @@ class Settings(BaseModel):
     kv_states_mb: int = Field(default=256, alias="kvStatesMb", ge=0, le=65536, description=(
         "Memory for KV states the embedded engine saves before a prompt for another document or place overwrites "
         "them; a prompt that shares more with a saved state loads it instead of prefilling. 0 turns it off."))
+    first_window_tokens: int = Field(default=0, ge=0, le=16384, description=(
+        "At a new place (the cursor left the last prompt's typing span), answer first from a prompt whose window "
+        "holds this many tokens before the typing anchor and half as many after the cursor, the same head; the "
+        "full prompt is prefilled in the background and used from the first keystroke after it is ready. 0: "
+        "every answer comes from the full prompt."))
     warmup: bool = Field(default=True, description=(
         "Prefill the prompt at the cursor before the first keystroke, at the lowest priority and dropped by any "
         "request, when the editor shows where the cursor is (a code action request at an empty selection, or "

@@ -359,3 +359,28 @@ async def test_the_cursor_shown_by_a_code_action_request_or_sparkls_cursor_warms
         result = await c.text_document_inline_completion_async(inline_params(uri, cur))  # still serving
         assert [i.insert_text for i in result.items] == ["rn msg"]
 
+
+
+async def test_a_new_place_answers_first_from_a_short_window_then_from_the_full_prompt_once_it_is_prefilled():
+    body = "".join(f"def helper_{i}(value):\n    return value * {i}\n\n\n" for i in range(60))
+    text = body + "def main():\n    total = helper_3(2)\n    \n    return total\n"
+    cursor = text.index("    \n    return total") + 4
+    options = {"engine": "fake", "fakeResponse": "print(total)\n", "firstWindowTokens": 64, "typeahead": False}
+    async with lsp("visual-studio-code", "utf-16", options) as (c, _):
+        uri = "file:///w/long.py"
+        open_doc(c, uri, text)
+        version, typed = 1, ""
+        for ch in "pri":
+            version += 1
+            at = position(text, cursor, "utf-16")
+            c.text_document_did_change(types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=ch)]))
+            text, cursor, typed = text[:cursor] + ch + text[cursor:], cursor + 1, typed + ch
+            await c.text_document_inline_completion_async(inline_params(uri, position(text, cursor, "utf-16")))
+            if len(typed) == 1:  # after the first answer the full prompt is prefilled in the background
+                (full,) = [e for e in await _warmups(c, 1) if e.finish_reason == "warm"]
+        asked = [e for e in (await metrics(c)).engine if e.requestId.startswith("sugg-")]
+        first, *later = [e.prompt_tokens for e in asked]
+        assert first < full.prompt_tokens / 2  # the first answer came from the short window
+        assert all(n >= full.prompt_tokens for n in later)  # then from the full prompt

@@ -83,6 +83,16 @@ def budget_of(settings: Settings) -> context.Budget:
     return context.Budget(settings.prefix_tokens, settings.suffix_tokens, settings.preamble_tokens)
 
 
+def first_window_of(settings: Settings) -> context.Budget | None:
+    """The budget of the first frame at a new place (`firstWindowTokens` before the anchor, half as many after the
+    cursor, the same outline), or None when first answers come from the full frame."""
+    if settings.first_window_tokens <= 0:
+        return None
+    full = budget_of(settings)
+    return context.Budget(min(settings.first_window_tokens, full.prefix_tokens),
+                          min(settings.first_window_tokens // 2, full.suffix_tokens), full.preamble_tokens)
+
+
 def place_of(uri: str) -> Place:
     """A document outside any workspace folder: its file name, no other files."""
     return Place(file_name(uri))
@@ -110,11 +120,12 @@ async def _with_snippets(ctx: context.Context, previous: context.Frame | None, p
 async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine,
                   template: prompt.FimTemplate, cache: typeahead.Remembered | None = None,
                   request_id: str | None = None, invoked: bool = False, frame: context.Frame | None = None,
-                  place: Place | None = None, keep: Callable[[context.Frame], None] | None = None) -> Suggestion:
+                  place: Place | None = None, keep: Callable[[context.Frame], None] | None = None,
+                  budget: context.Budget | None = None) -> Suggestion:
     """Compute the suggestion at `cursor` (a string offset into `doc.text`). `frame` is the last request's
-    stable prompt part for this document (kept while it holds); `keep` is given the frame of this request
-    before the engine runs (a request superseded mid-prefill leaves its frame, and the KV it computed, to
-    the next keystroke)."""
+    stable prompt part for this document (kept while it holds under `budget`, default the settings'); `keep` is
+    given the frame of this request before the engine runs (a request superseded mid-prefill leaves its frame,
+    and the KV it computed, to the next keystroke)."""
     t0 = time.perf_counter()
     rid = request_id or new_request_id("sugg")
     place = place or place_of(doc.uri)
@@ -129,7 +140,7 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
             total = (time.perf_counter() - t0) * 1000
             return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
                               Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = await _context(doc, cursor, settings, frame, place, keep)
+    ctx = await _context(doc, cursor, settings, frame, place, keep, budget)
     t1 = time.perf_counter()
     text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
     engine_ms = [stats]
@@ -153,9 +164,9 @@ async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine
 
 
 async def _context(doc: Document, cursor: int, settings: Settings, frame: context.Frame | None, place: Place,
-                   keep: Callable[[context.Frame], None] | None) -> context.Context:
+                   keep: Callable[[context.Frame], None] | None, budget: context.Budget | None) -> context.Context:
     """The context at `cursor`, on the previous frame while it holds; `keep` is given the frame it stands on."""
-    ctx = context.build(doc, cursor, budget_of(settings), settings.prompt_layout, frame)
+    ctx = context.build(doc, cursor, budget or budget_of(settings), settings.prompt_layout, frame)
     ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
     if keep is not None and ctx.frame is not None:
         keep(ctx.frame)
@@ -164,7 +175,8 @@ async def _context(doc: Document, cursor: int, settings: Settings, frame: contex
 
 async def warm(doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate,
                frame: context.Frame | None = None, place: Place | None = None,
-               keep: Callable[[context.Frame], None] | None = None) -> GenerationStats | None:
+               keep: Callable[[context.Frame], None] | None = None,
+               budget: context.Budget | None = None) -> GenerationStats | None:
     """Prefill the prompt a keystroke at `cursor` will send, before it comes: the same frame (given to `keep`, so
     the keystroke stands on it) and the same prompt, as a warm-up request (`GenerationRequest.warm`: the engine
     computes its KV after all other work and drops it when a request arrives; the KV computed so far stays).
@@ -172,7 +184,7 @@ async def warm(doc: Document, cursor: int, settings: Settings, engine: Engine, t
     if redact.on_line(doc.text, cursor):
         return None
     place = place or place_of(doc.uri)
-    ctx = await _context(doc, cursor, settings, frame, place, keep)
+    ctx = await _context(doc, cursor, settings, frame, place, keep, budget)
     p = prompt.render(context.redacted(ctx), template, path=place.path, repo=place.repo)
     req = GenerationRequest(p.text, max_tokens=1, stop=template.stops, priority=Priority.BACKGROUND,
                             id=new_request_id("warm"), warm=True)

@@ -58,6 +58,8 @@ class CompletionService:
         self._jobs: dict[str, Job] = {}
         self._typeahead: dict[str, typeahead.Remembered] = {}
         self._frames: dict[str, context.Frame] = {}  # uri -> the last request's stable prompt part
+        self._full: dict[str, tuple[context.Frame, bool]] = {}  # uri -> the full frame prefilled at a short one's
+        # place, and whether it is ready (`firstWindowTokens`)
         self._served = 0
         self._warmup: asyncio.Task[None] | None = None
         self.warmups: collections.deque[tuple[str, GenerationStats]] = collections.deque(maxlen=64)  # (uri, stats)
@@ -67,6 +69,7 @@ class CompletionService:
     # -- the session's documents -----------------------------------------------------------------
     def opened(self, doc: Document) -> None:
         self._frames.pop(doc.uri, None)
+        self._full.pop(doc.uri, None)
 
     def changed(self, old: Document, start: int, end: int, text: str) -> None:
         pass
@@ -77,12 +80,14 @@ class CompletionService:
     def closed(self, uri: str) -> None:
         self._typeahead.pop(uri, None)
         self._frames.pop(uri, None)
+        self._full.pop(uri, None)
         job = self._jobs.pop(uri, None)
         if job is not None and not job.task.done():
             job.task.cancel()
 
     def reconfigured(self) -> None:
         self._frames.clear()  # the workspace or its context settings may differ: gather again
+        self._full.clear()
 
     async def shutdown(self) -> None:
         self._stop_warmup()
@@ -137,22 +142,49 @@ class CompletionService:
             def keep(frame: context.Frame) -> None:
                 self._frames[doc.uri] = frame
 
+            frame, budget = self._plan(doc, cursor)
             s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
-                                       self._typeahead.get(doc.uri), invoked=invoked,
-                                       frame=self._frames.get(doc.uri), place=self.place(doc.uri),
-                                       keep=keep)
+                                       self._typeahead.get(doc.uri), invoked=invoked, frame=frame,
+                                       place=self.place(doc.uri), keep=keep, budget=budget)
             log.info(pipeline.log_line(s))
             self._record(s)
             if s.source == "model":
                 self._remember(doc.uri, doc.text, cursor, s.text)
+            if self._full_wanted(doc.uri) and (self._warmup is None or self._warmup.done()):
+                self._warmup = asyncio.ensure_future(self._prefill_full(doc, cursor))
             return s
 
         return await self._wait(self._job(doc.uri, (doc.version, cursor, invoked), compute))
 
+    def _plan(self, doc: Document, cursor: int) -> tuple[context.Frame | None, context.Budget]:
+        """The frame a request at `cursor` stands on (None or one that no longer holds: a new one is made) and its
+        budget. With `firstWindowTokens`, a new place gets a short frame first and the full one once its warm-up
+        is done (`_prefill_full`); otherwise every frame is full."""
+        settings = self.session.settings
+        full = pipeline.budget_of(settings)
+        pending = self._full.get(doc.uri)
+        if pending is not None:
+            if not pending[0].holds(doc, cursor, full):
+                del self._full[doc.uri]  # the cursor left that place
+            elif pending[1]:
+                return pending[0], full
+        frame = self._frames.get(doc.uri)
+        if frame is not None and frame.holds(doc, cursor, frame.budget):
+            return frame, frame.budget
+        first = pipeline.first_window_of(settings) if settings.prompt_layout == "anchored" else None
+        return frame, first or full
+
+    def _full_wanted(self, uri: str) -> bool:
+        """The request stood on a short first frame and the full one is not ready yet."""
+        frame, full = self._frames.get(uri), pipeline.budget_of(self.session.settings)
+        pending = self._full.get(uri)
+        return frame is not None and frame.budget != full and not (pending is not None and pending[1])
+
     def cursor(self, doc: Document, cursor: int) -> None:
         """The editor shows the cursor at `cursor` of `doc` (a code action request at an empty selection, or
         `sparkls/cursor`): after `WARMUP_DEBOUNCE_S` without another move, and while no suggestion runs, prefill
-        the prompt a keystroke there will send (a warm-up, `pipeline.warm`). A later cursor replaces it."""
+        the prompt a keystroke there will send (a warm-up, `pipeline.warm`), then the full one if that was a
+        short first frame. A later cursor replaces it."""
         session = self.session
         if not session.settings.warmup or self.running or session.excluded(doc.uri) or doc.is_binary:
             return
@@ -161,26 +193,51 @@ class CompletionService:
 
     async def _warm(self, doc: Document, cursor: int) -> None:
         await asyncio.sleep(WARMUP_DEBOUNCE_S)
+
+        def keep(frame: context.Frame) -> None:
+            self._frames[doc.uri] = frame
+
+        frame, budget = self._plan(doc, cursor)
+        stats = await self._warm_up(doc, cursor, frame, budget, keep)
+        if stats is not None and stats.finish_reason == "warm" and self._full_wanted(doc.uri):
+            await self._prefill_full(doc, cursor)
+
+    async def _prefill_full(self, doc: Document, cursor: int) -> None:
+        """Prefill the full frame at the place a short first frame serves; once done, requests there use it. A
+        request that arrives drops it (the KV computed so far is saved by the engine); it is started again after
+        that request's answer, and goes on from there."""
+        uri = doc.uri
+
+        def keep(frame: context.Frame) -> None:
+            self._full[uri] = (frame, False)
+
+        # The short frame is passed as the previous one: its snippets are kept, the frame itself does not hold.
+        stats = await self._warm_up(doc, cursor, self._frames.get(uri), pipeline.budget_of(self.session.settings),
+                                    keep)
+        pending = self._full.get(uri)
+        if stats is not None and stats.finish_reason == "warm" and pending is not None:
+            self._full[uri] = (pending[0], True)
+
+    async def _warm_up(self, doc: Document, cursor: int, frame: context.Frame | None, budget: context.Budget,
+                       keep: Callable[[context.Frame], None]) -> GenerationStats | None:
+        """One warm-up request at `cursor` of `doc` on `frame` (a new one under `budget` when it does not hold)."""
         session = self.session
         engine = session.start_engine()
         try:
             await wait_started(engine, 0.05)  # a starting engine is not held up by a warm-up
             template = await self.template()
             if not session.is_current(doc.uri, doc.version) or self.running:
-                return
-
-            def keep(frame: context.Frame) -> None:
-                self._frames[doc.uri] = frame
-
-            stats = await pipeline.warm(doc, cursor, session.settings, engine, template,
-                                        frame=self._frames.get(doc.uri), place=self.place(doc.uri), keep=keep)
+                return None
+            stats = await pipeline.warm(doc, cursor, session.settings, engine, template, frame=frame,
+                                        place=self.place(doc.uri), keep=keep, budget=budget)
         except EngineError as e:
             log.debug("no warm-up at %s: %s", doc.uri, e)
-            return
+            return None
         if stats is not None:
             self.warmups.append((doc.uri, stats))
             log.info("warm-up %s:%d %s: %d prompt tokens, %d reused, %.0f ms", doc.uri, cursor, stats.finish_reason,
                      stats.prompt_tokens, stats.reused_tokens, stats.prefill_ms)
+        return stats
 
     def _stop_warmup(self) -> None:
         if self._warmup is not None and not self._warmup.done():

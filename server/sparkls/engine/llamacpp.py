@@ -227,6 +227,8 @@ class LlamaCppEngine:
         self._progress_at = time.monotonic()
 
     def _finish(self, job: _Job, reason: str) -> None:
+        if reason == "abort" and job.generated == 0:
+            job.prefill_ms = job.busy_ms  # the prefill it got through before it was dropped: work nobody saw
         job.emit(Finished(self.recorder.record(job.req.id, job.stats(reason))))
 
     def _pause(self, job: _Job, now: float) -> None:
