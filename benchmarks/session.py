@@ -260,7 +260,7 @@ def dist(values: list[float]) -> dict[str, Any]:
 def summarize(run: dict[str, Any]) -> dict[str, Any]:
     events = run["events"]
     out: dict[str, Any] = {}
-    groups = {"new place (jump, enter, switch)": [e for e in events if e["kind"] in ("jump", "enter", "switch")]}
+    groups = {"new place in an open file (jump, enter)": [e for e in events if e["kind"] in ("jump", "enter")]}
     for kind in ("start", "jump", "enter", "switch", "back"):
         groups[kind] = [e for e in events if e["kind"] == kind]
     for label, evs in groups.items():
@@ -296,7 +296,7 @@ def table(results: list[dict[str, Any]]) -> str:
     head = ["event", *[f"{r['config']} {r['model']}" for r in results]]
     rows.append(head)
     sums = [r["summary"] for r in results]
-    for label in ("new place (jump, enter, switch)", "start", "jump", "enter", "switch", "back"):
+    for label in ("new place in an open file (jump, enter)", "start", "jump", "enter", "switch", "back"):
         rows.append([f"{label}: first suggestion ms p50 / p90 (n)",
                      *[f"{fmt(s[label]['first_ms'])} / {fmt(s[label]['first_ms'], 'p90')} ({s[label]['n']})"
                        for s in sums]])
@@ -343,6 +343,7 @@ def main() -> int:
     if not MAIN_FILE.exists():
         raise SystemExit(f"{MAIN_FILE} is missing: the replay reads ../shared/workspaces/rich")
     results = []
+    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
     with tempfile.TemporaryDirectory() as tmp:
         envs: dict[str, dict[str, str] | None] = {"sparkls": None, "sparkls-short": None}
         if "baseline" in args.configs.split(","):
@@ -362,8 +363,7 @@ def main() -> int:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": machine() | {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain",
-                                                                                             "--", "server"))},
+    payload = {"machine": machine() | {"commit": commit, "dirty": dirty},
                "baseline_ref": git("rev-parse", args.baseline_ref), "route": ROUTE, "results": results}
     out.write_text(json.dumps(payload, indent=2))
     out.with_suffix(".txt").write_text(text + "\n")
