@@ -103,20 +103,12 @@ def pick_targets(n_files: int, seed: int = 0, max_chars: int = 40) -> list[Targe
         lang = EXT_LANG[path.suffix]
         text = path.read_text(encoding="utf-8")
         doc = Document.open(path.as_uri(), lang, 1, text)
-        kinds = context.DEFINITIONS[lang]
         candidates = []
-        stack = [doc.tree.root_node] if doc.tree else []
-        while stack:
-            node = stack.pop()
-            stack.extend(node.children)
-            body = node.child_by_field_name("body") if node.type in kinds else None
-            if body is None or body.end_point[0] - body.start_point[0] < 4:
-                continue
-            for row in range(body.start_point[0] + 1, body.end_point[0]):
-                line = text.split("\n")[row] if row < text.count("\n") else ""
-                code = line.strip()
-                if len(code) >= 12 and not code.startswith(("//", "#", "/*", "*")):
-                    candidates.append(row)
+        for row in body_rows(doc):
+            line = text.split("\n")[row] if row < text.count("\n") else ""
+            code = line.strip()
+            if len(code) >= 12 and not code.startswith(("//", "#", "/*", "*")):
+                candidates.append(row)
         if not candidates:
             continue
         row = rng.choice(sorted(set(candidates)))
@@ -128,6 +120,20 @@ def pick_targets(n_files: int, seed: int = 0, max_chars: int = 40) -> list[Targe
         new_text = text[:start] + text[start + len(line.strip()) :]
         targets.append(Target(path, lang, new_text, start, typed))
     return targets
+
+
+def body_rows(doc: Document) -> list[int]:
+    """Rows strictly inside the body of a definition of at least 4 lines (where a statement can be removed)."""
+    kinds = context.DEFINITIONS[doc.language]
+    rows = []
+    stack = [doc.tree.root_node] if doc.tree else []
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        body = node.child_by_field_name("body") if node.type in kinds else None
+        if body is not None and body.end_point[0] - body.start_point[0] >= 4:
+            rows.extend(range(body.start_point[0] + 1, body.end_point[0]))
+    return rows
 
 
 def schedule(typed: str, char_ms: float, word_pause_ms: float) -> list[float]:

@@ -46,12 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from sparkls.completion import context
 from sparkls.text.document import Document
 from sparkls.tools.client import Client, position
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latency import REQUEST_CANCELLED, has_item, machine, pct, plain
+from latency import REQUEST_CANCELLED, body_rows, has_item, machine, pct, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT.parent / "shared" / "workspaces" / "rich"
@@ -76,20 +75,12 @@ def places(text: str, language: str, n: int) -> list[Place]:
     """`n` statement lines inside function bodies, spread evenly through the file (deterministic)."""
     doc = Document.open("file:///places", language, 1, text)
     lines = text.split("\n")
-    kinds = context.DEFINITIONS[language]
     rows: set[int] = set()
-    stack = [doc.tree.root_node] if doc.tree is not None else []
-    while stack:
-        node = stack.pop()
-        stack.extend(node.children)
-        body = node.child_by_field_name("body") if node.type in kinds else None
-        if body is None or body.end_point[0] - body.start_point[0] < 4:
-            continue
-        for row in range(body.start_point[0] + 1, body.end_point[0]):
-            code = lines[row].strip()
-            if len(code) >= 16 and not code.startswith(("#", '"', "'", "@")) and not code.endswith((":", "(", "[", "{",
-                                                                                                   ",", "\\")):
-                rows.add(row)
+    for row in body_rows(doc):
+        code = lines[row].strip()
+        if len(code) >= 16 and not code.startswith(("#", '"', "'", "@")) and not code.endswith((":", "(", "[", "{",
+                                                                                               ",", "\\")):
+            rows.add(row)
     ordered = sorted(rows)
     chosen = [ordered[int((i + 0.5) * len(ordered) / n)] for i in range(n)]
     return [Place(r, lines[r][: len(lines[r]) - len(lines[r].lstrip())], lines[r].strip()) for r in chosen]

@@ -233,6 +233,9 @@ class CompletionService:
         except EngineError as e:
             log.debug("no warm-up at %s: %s", doc.uri, e)
             return None
+        except Exception:  # a warm-up is an optimisation: its failure costs nothing but the log line
+            log.exception("the warm-up at %s:%d failed", doc.uri, cursor)
+            return None
         if stats is not None:
             self.warmups.append((doc.uri, stats))
             log.info("warm-up %s:%d %s: %d prompt tokens, %d reused, %.0f ms", doc.uri, cursor, stats.finish_reason,
