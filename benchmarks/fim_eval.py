@@ -554,6 +554,7 @@ def main() -> int:
         print(f"no data at {fim_tasks.SHARED}", file=sys.stderr)
         return 2
     extra = json.loads(args.settings)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     scratch = Path(tempfile.mkdtemp(prefix="sparkls-fim-eval-"))
     corpus_root = fim_tasks.layout_corpus(scratch / "corpus") if "crossfile-corpus" in sets else None
     sources = [s for name in sets for s in fim_tasks.build(name, args.limit, corpus_root, args.heldout)]
@@ -590,7 +591,8 @@ def main() -> int:
         print(f"canonical solutions failing their tests here (pass@1 null): {len(tests.reference_failures)}: "
               f"{', '.join(tests.reference_failures[:12])}{' ...' if len(tests.reference_failures) > 12 else ''}")
     meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "argv": sys.argv,
-            "machine": machine(), "models": models, "skipped_models": skipped, "threads": args.threads,
+            "commit": commit, "machine": machine(), "models": models, "skipped_models": skipped,
+            "threads": args.threads,
             "settings": extra, "sets": sets, "placements": list(placements), "limit": args.limit,
             "heldout": args.heldout,
             "trigger": "invoked" if args.invoked else "automatic", "systems": systems,

@@ -54,8 +54,9 @@ class Settings(BaseModel):
     prefill_threads: int = Field(default=0, ge=0, le=256, description=(
         "CPU threads for the embedded engine's prompt prefill (the wait at a new place); 0 means every core."))
     kv_states_mb: int = Field(default=256, alias="kvStatesMb", ge=0, le=65536, description=(
-        "Memory for KV states the embedded engine saves before a prompt for another document or place overwrites "
-        "them; a prompt that shares more with a saved state loads it instead of prefilling. 0 turns it off."))
+        "Memory for the KV states the embedded engine saves before a prompt for another document or place "
+        "overwrites its interactive sequence; a prompt that shares more with a saved state loads it instead of "
+        "prefilling. 0 turns it off."))
     first_window_tokens: int = Field(default=0, ge=0, le=16384, description=(
         "At a new place (the cursor left the last prompt's typing span), answer first from a prompt whose window "
         "holds this many tokens before the typing anchor and half as many after the cursor, the same head; the "

@@ -208,7 +208,8 @@ class LlamaCppEngine:
         llm._ctx.close()
         llm._ctx = self._ctx = ctx
         self._slots = [[] for _ in range(n)]
-        self._states = [KvStates(self.options.kv_states_mb << 20) for _ in range(n)]
+        # Only the interactive sequence moves between documents and places; the others keep one prompt each.
+        self._states = [KvStates(self.options.kv_states_mb << 20 if i == 0 else 0) for i in range(n)]
 
     def _eval(self, seq: int, tokens: list[int], pos: int, logits_all: bool) -> None:
         """Evaluate `tokens` at positions pos... of KV sequence `seq` (logits for the last, or for all)."""
