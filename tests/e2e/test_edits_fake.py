@@ -189,7 +189,8 @@ LONG = "def area(r):\n" + "".join(f"    x{i} = {i}\n" for i in range(40)) + "   
 
 @pytest.mark.parametrize("via", ["request", "progress"])
 async def test_cancel_aborts_the_engine_and_reverts_the_region(via):
-    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30}
+    # no warm-up at the code action's cursor: the engine's one request is the streaming edit's
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 30, "warmup": False}
     async with lsp(options=opts) as (c, _):
         ed = Editor(c)
         ed.open(URI, TEXT)
@@ -263,7 +264,8 @@ async def test_redirect_aborts_and_continues_from_the_buffer_with_the_new_instru
 
 
 async def test_a_user_edit_inside_the_region_stops_the_stream():
-    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 20}
+    # no warm-up at the code action's cursor: the engine's one request is the streaming edit's
+    opts = {"engine": "fake", "fakeResponse": fence(LONG), "fakeTokenDelayMs": 20, "warmup": False}
     async with lsp(options=opts) as (c, _):
         ed = Editor(c)
 
