@@ -47,6 +47,9 @@ class Budget:
     suffix_tokens: int = 256
     preamble_tokens: int = 384
     typed_tokens: int = 256  # anchored layout: the typed span after the middle marker moves the anchor past this
+    first: bool = False  # a short first window at a new place: it starts at the widest enclosing definition that
+    # begins within twice `prefix_tokens` (the model reads the signature and docstring it completes), else at
+    # the first line within `prefix_tokens`; no grid (see `first_window_start`)
 
     def chars(self, tokens: int) -> int:
         return int(tokens * CHARS_PER_TOKEN)
@@ -159,6 +162,31 @@ def choose_anchor(doc: Document, cursor: int, budget_chars: int, before: bool = 
     return nl + 1 if nl != -1 else cursor
 
 
+def first_window_start(doc: Document, anchor: int, budget_chars: int) -> int:
+    """Start of a short first window ending at `anchor`: the line start of the widest definition around
+    `anchor` that begins within `2 * budget_chars` (a window cut inside a docstring reads, after the outline's
+    `def f(...): ...`, as code outside any function), else the first line start within `budget_chars`."""
+    if anchor <= budget_chars:
+        return 0
+    kinds = DEFINITIONS.get(doc.language, frozenset())
+    best = -1
+    for node in ancestors(_node_at(doc, anchor)):
+        if node.type not in kinds:
+            continue
+        start = doc.char_offset(node.start_byte)
+        if node.parent is not None and node.parent.type == "decorated_definition":
+            start = doc.char_offset(node.parent.start_byte)
+        start = doc.text.rfind("\n", 0, start) + 1
+        if start < anchor - 2 * budget_chars:
+            break
+        if start < anchor:
+            best = start
+    if best >= 0:
+        return best
+    nl = doc.text.find("\n", anchor - budget_chars - 1, anchor)
+    return nl + 1 if nl != -1 else anchor
+
+
 def line_is_finished(doc: Document, cursor: int, line_before: str) -> bool:
     """The code on the cursor's line (which ends at the cursor) is a whole statement, or opens a block: what
     follows belongs on a new line. From the syntax tree: the smallest node holding the line's code has no
@@ -265,7 +293,10 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     """A new stable part for a request at `cursor` (when the previous one no longer holds)."""
     text = doc.text
     anchor = typing_anchor(text, cursor, budget.chars(budget.typed_tokens))
-    start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
+    if budget.first:
+        start = first_window_start(doc, anchor, budget.chars(budget.prefix_tokens))
+    else:
+        start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
     suffix = text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))]
     # The file's outline in file order, not ranked by the place: the same for every place whose window starts
     # below it, so a move to another function keeps the head of the prompt (and its KV). Definitions before the

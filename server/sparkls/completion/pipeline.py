@@ -84,13 +84,15 @@ def budget_of(settings: Settings) -> context.Budget:
 
 
 def first_window_of(settings: Settings) -> context.Budget | None:
-    """The budget of the first frame at a new place (`firstWindowTokens` before the anchor, half as many after the
-    cursor, the same outline), or None when first answers come from the full frame."""
+    """The budget of the first frame at a new place (`firstWindowTokens` before the anchor, from the enclosing
+    definition when it starts within twice as many; half as many after the cursor; the same outline), or None
+    when first answers come from the full frame."""
     if settings.first_window_tokens <= 0:
         return None
     full = budget_of(settings)
     return context.Budget(min(settings.first_window_tokens, full.prefix_tokens),
-                          min(settings.first_window_tokens // 2, full.suffix_tokens), full.preamble_tokens)
+                          min(settings.first_window_tokens // 2, full.suffix_tokens), full.preamble_tokens,
+                          first=True)
 
 
 def place_of(uri: str) -> Place:
@@ -102,9 +104,13 @@ async def _with_snippets(ctx: context.Context, previous: context.Frame | None, p
                          budget_chars: int) -> context.Context:
     """A new frame gets other files' snippets; a frame kept from the last request already has them. They are
     chosen for the whole file and kept for every new frame in the same document, so moving to another place
-    does not change the head (the start of the prompt, where a change costs the whole KV cache)."""
+    does not change the head (the start of the prompt, where a change costs the whole KV cache). A short first
+    frame in a document not seen before has none: its first answer does not wait for another ~600 tokens (the
+    full frame prefilled after it has them, and later first frames in the document too)."""
     frame = ctx.frame
     if frame is None or frame is previous or place.snippets is None or budget_chars <= 0:
+        return ctx
+    if frame.budget.first and (previous is None or previous.uri != frame.uri):
         return ctx
     if previous is not None and previous.uri == frame.uri and previous.snippets:
         snippets = previous.snippets
