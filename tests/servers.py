@@ -129,12 +129,14 @@ class FaultyOpenAIServer:
     behaviour a test switches with `mode`: "ok" streams `answer`; "500" answers HTTP 500; "garbage" streams
     a body that is not Server-Sent Events of JSON; "drop" closes the connection after the first chunk; "hang"
     sends the headers and then nothing; "slow" streams with `delay_s` between chunks. `stop()` kills it
-    (connections refused); `start()` brings it back on the same port. `completions` counts requests."""
+    (connections refused); `start()` brings it back on the same port. `completions` counts requests,
+    `authorizations` keeps their Authorization headers."""
 
     def __init__(self, answer: str = "return 1\n", delay_s: float = 0.3) -> None:
         self.answer, self.delay_s = answer, delay_s
         self.mode = "ok"
         self.completions = 0
+        self.authorizations: list[str] = []  # the Authorization header of each completions request
         self.port = free_port()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
@@ -183,6 +185,8 @@ class FaultyOpenAIServer:
                     await self._plain(writer, 200, b'{"object": "list", "data": [{"id": "faulty", "object": "model"}]}')
                 elif path.endswith("/completions"):
                     self.completions += 1
+                    self.authorizations += [h.split(":", 1)[1].strip() for h in lines[1:]
+                                            if h.lower().startswith("authorization:")]
                     await self._complete(writer)
                 else:
                     await self._plain(writer, 404, b"not found")

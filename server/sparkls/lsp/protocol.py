@@ -14,12 +14,15 @@ completion and edit services the handlers call, and serves stdio and TCP through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
+import json
 import logging
 import os
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from http import HTTPStatus
 from typing import Any, BinaryIO
 
 from lsprotocol import types
@@ -31,7 +34,7 @@ from pygls.exceptions import (
     JsonRpcParseError,
     JsonRpcServerNotInitialized,
 )
-from pygls.io_ import StdoutWriter
+from pygls.io_ import StdoutWriter, WebSocketWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 from pygls.protocol.language_server import lsp_method
@@ -39,12 +42,15 @@ from pygls.protocol.language_server import lsp_method
 from sparkls import __version__
 from sparkls.completion.service import CompletionService
 from sparkls.edit.service import EditService
-from sparkls.lsp.framing import Frame, Framer, Skipped, Unparsable
+from sparkls.lsp.framing import Frame, Framer, Message, Skipped, Unparsable
+from sparkls.lsp.network import SUBPROTOCOL, Guard, Listen, handshake_problem, tcp_problem
 from sparkls.session import Session
 
 log = logging.getLogger("sparkls")
 
 Forward = Iterator[tuple[Callable[..., Any], tuple[Any, ...], None]]  # pygls runs what a method yields
+AUTH_WAIT_S = 10.0  # a network client's first message (with the token) must arrive within this
+UNAUTHORIZED = -32001  # the JSON-RPC error code of a refused network connection
 STALL_S = 0.2  # a body still short of its Content-Length this long after the last bytes is looked at as it is
 READ_BYTES = 65536
 
@@ -77,9 +83,12 @@ class SparkProtocol(LanguageServerProtocol):
         self._initialize_received = False
         self._shutdown_received = False
 
-    async def serve(self, read: Callable[[], Awaitable[bytes]], stop: threading.Event) -> None:
-        """Read and handle messages until the stream ends, `stop` is set or `exit` ends the process."""
-        framer = Framer()
+    async def serve(self, read: Callable[[], Awaitable[bytes]], stop: threading.Event,
+                    framer: Framer | None = None) -> None:
+        """Read and handle messages until the stream ends, `stop` is set or `exit` ends the process (`framer`:
+        one that has read the stream's start)."""
+        framer = framer or Framer()
+        self._receive_all(framer.frames())
         pending: asyncio.Future[bytes] | None = None
         while not stop.is_set():
             if pending is None:
@@ -154,6 +163,9 @@ class SparkProtocol(LanguageServerProtocol):
         if method == types.INITIALIZE:
             return JsonRpcInvalidRequest("initialize was already received")
         return None
+
+    def send_parse_error(self, reason: str) -> None:
+        self._send_error(None, JsonRpcParseError(reason))
 
     def _send_error(self, msg_id: int | str | None, error: JsonRpcException) -> None:
         self._send_data({"jsonrpc": "2.0", "id": msg_id, "error": {"code": error.code, "message": error.message}})
@@ -242,6 +254,8 @@ class SparkServer(LanguageServer):
         super().__init__("sparkls", __version__, protocol_cls=SparkProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
         self.session = Session()
+        self.guard: Guard | None = None  # over a network transport: what a client may not choose
+        self.active = False  # a network client is being served (one at a time)
         self.completions = CompletionService(self.session)
         self.edits = EditService(self.session)
 
@@ -273,25 +287,125 @@ class SparkServer(LanguageServer):
         finally:
             self.shutdown()
 
-    def start_tcp(self, host: str, port: int) -> None:
-        """Serve one client at a time over TCP, read as on stdio."""
+    def start_tcp(self, listen: Listen) -> None:
+        """Serve one client over TCP, read as on stdio, once its first message, `initialize`, carries the token
+        (`initializationOptions.token`); a connection without it is answered with an error and closed, and the
+        server goes on listening. The server ends when its client goes."""
         self._stop_event = stop = threading.Event()
 
         async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            peer = writer.get_extra_info("peername")
+            framer = Framer()
+            first = await _first_frame(reader, framer)
+            msg_id = first.value.get("id") if first is not None and isinstance(first.value, dict) else None
+            problem = tcp_problem(first.value if first is not None else None, listen.token)
+            if problem is None and self.active:
+                problem = "another client is connected"
+            if problem is not None:
+                log.warning("refused a TCP client from %s: %s", peer, problem)
+                body = json.dumps({"jsonrpc": "2.0", "id": msg_id if isinstance(msg_id, int | str) else None,
+                                   "error": {"code": UNAUTHORIZED, "message": f"sparkls: {problem}"}}).encode()
+                with contextlib.suppress(OSError):
+                    writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                    await writer.drain()
+                writer.close()
+                return
+            assert first is not None
+            self.active = True
+            log.info("a TCP client from %s is served", peer)
             self.protocol.set_writer(writer)  # pyright: ignore[reportArgumentType]
-            await self.protocol.serve(lambda: reader.read(READ_BYTES), stop)
+            self.protocol.receive(first.value)
+            await self.protocol.serve(lambda: reader.read(READ_BYTES), stop, framer)
             self.shutdown()
 
-        async def listen() -> None:
-            self._server = server = await asyncio.start_server(connection, host, port)
+        async def main() -> None:
+            self._server = server = await asyncio.start_server(connection, listen.host, listen.port)
             log.info("serving on %s", ", ".join(str(s.getsockname()) for s in server.sockets))
             async with server:
                 await server.serve_forever()
 
         try:
-            asyncio.run(listen())
+            asyncio.run(main())
         except asyncio.CancelledError:
             log.debug("the TCP server was cancelled")
+
+    def start_ws(self, listen: Listen) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
+        """Serve one client over WebSocket (a JSON-RPC message per frame) once its handshake passes
+        `handshake_problem`: an allowed `Origin`, a loopback `Host` on a loopback bind, the token."""
+        from websockets.asyncio.server import ServerConnection, serve
+        from websockets.exceptions import ConnectionClosed
+        from websockets.http11 import Request, Response
+
+        self._stop_event = stop = threading.Event()
+        bound = [listen.port]
+
+        def check(connection: ServerConnection, request: Request) -> Response | None:
+            def header(name: str) -> str | None:  # a header given twice is wrong, never either value
+                values = request.headers.get_all(name)
+                return None if not values else values[0] if len(values) == 1 else ""
+
+            protocols = [p.strip() for h in request.headers.get_all("Sec-WebSocket-Protocol") for p in h.split(",")]
+            refused = handshake_problem(listen, bound[0], header, protocols)
+            if refused is None and self.active:
+                refused = (409, "another client is connected")
+            if refused is None:
+                return None
+            log.warning("refused a WebSocket handshake from %s: %s", connection.remote_address, refused[1])
+            return connection.respond(HTTPStatus(refused[0]), f"sparkls: {refused[1]}\n")
+
+        def choose(connection: ServerConnection, offered: Sequence[str]) -> Any:
+            return SUBPROTOCOL if SUBPROTOCOL in offered else None
+
+        async def session(ws: ServerConnection) -> None:
+            if self.active:
+                await ws.close(1013, "another client is connected")
+                return
+            self.active = True
+            log.info("a WebSocket client from %s is served", ws.remote_address)
+            self.protocol.set_writer(WebSocketWriter(ws), include_headers=False)
+            while not stop.is_set():
+                try:
+                    data = await ws.recv(decode=False)
+                except ConnectionClosed:
+                    break
+                try:
+                    value = json.loads(data)
+                except ValueError as e:
+                    log.warning("a message that is not JSON: %s", e)
+                    self.protocol.send_parse_error(str(e)[:200])
+                    continue
+                self.protocol.receive(value)
+            self.shutdown()
+
+        async def main() -> None:
+            self._server = server = await serve(session, listen.host, listen.port, process_request=check,
+                                                select_subprotocol=choose)
+            bound[0] = server.sockets[0].getsockname()[1]
+            log.info("serving WebSocket on %s", ", ".join(str(s.getsockname()) for s in server.sockets))
+            async with server:
+                await server.serve_forever()
+
+        try:
+            asyncio.run(main())
+        except asyncio.CancelledError:
+            log.debug("the WebSocket server was cancelled")
+
+
+async def _first_frame(reader: asyncio.StreamReader, framer: Framer) -> Message | None:
+    """The first complete message of a new connection (None: it closed, sent no JSON, or sent too little
+    within `AUTH_WAIT_S`). Nothing is handled before it is checked."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + AUTH_WAIT_S
+    while True:
+        for frame in framer.frames():
+            return frame if isinstance(frame, Message) else None
+        try:
+            data = await asyncio.wait_for(reader.read(READ_BYTES), max(0.0, deadline - loop.time()))
+        except (TimeoutError, OSError):
+            return None
+        if not data:
+            return None
+        framer.feed(data)
 
 
 def _pump(source: BinaryIO, loop: asyncio.AbstractEventLoop, chunks: asyncio.Queue[bytes]) -> None:

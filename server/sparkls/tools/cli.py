@@ -36,13 +36,37 @@ def private_stdout() -> BinaryIO:
 
 def _serve(args: argparse.Namespace) -> int:
     from sparkls.lsp.app import create_server
+    from sparkls.lsp.network import API_KEY_ENV, Guard, NetworkRefused, TokenFilter, plan
 
+    given = (("modelPath", args.model_path), ("openaiUrl", args.openai_url),
+             ("openaiApiKey", os.environ.get(API_KEY_ENV, "")))
+    fixed = {k: v for k, v in given if v}
     server = create_server()
-    if args.tcp:
-        server.start_tcp(*args.tcp)
-    elif args.ws:
-        server.start_ws(*args.ws)
+    address: tuple[str, int] | None = args.tcp or args.ws
+    if address is not None:
+        host, port = address
+        try:
+            listen = plan(host, port, args.token_file, args.allow_origin, args.allow_remote, args.root, fixed,
+                          os.environ)
+        except NetworkRefused as e:
+            print(f"sparkls: {e}", file=sys.stderr)
+            return 2
+        for handler in logging.getLogger().handlers:
+            handler.addFilter(TokenFilter(listen.token))
+        if listen.token_path is not None:
+            print(f"sparkls: clients must present the token in {listen.token_path} (readable by you only)",
+                  file=sys.stderr, flush=True)
+        if not listen.check_host:
+            logging.getLogger("sparkls").warning(
+                "listening on %s:%d, reachable from other hosts: anyone with the token can drive this server",
+                host, port)
+        server.guard = listen.guard
+        if args.tcp:
+            server.start_tcp(listen)
+        else:
+            server.start_ws(listen)
     else:
+        server.guard = Guard((), fixed, network=False) if fixed else None
         server.start_io(sys.stdin.buffer, private_stdout())
     # The client went away (stdin closed) without `shutdown`: stop the engine and its processes anyway.
     with contextlib.suppress(Exception):
@@ -50,6 +74,24 @@ def _serve(args: argparse.Namespace) -> int:
     # LSP: `exit` after `shutdown` ends with 0, otherwise 1. pygls' `exit` raises SystemExit with that code inside
     # `start_io`, which catches it and returns; its own flag still says whether `shutdown` came.
     return 0 if getattr(server.protocol, "_shutdown", False) else 1
+
+
+def _network_arguments(serve: argparse.ArgumentParser) -> None:
+    net = serve.add_argument_group("network transports (--tcp, --ws)")
+    net.add_argument("--token-file", default="", metavar="PATH", help="the token clients must present (else "
+                     "$SPARKLS_TOKEN; else one is generated into a file only you can read, its path printed)")
+    net.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",
+                     help="a web page origin allowed to open the WebSocket (none by default; repeatable)")
+    net.add_argument("--allow-remote", action="store_true",
+                     help="allow a non-loopback bind (then the token must be given, not generated)")
+    net.add_argument("--root", action="append", default=[], metavar="DIR",
+                     help="workspace folders a network client may name must be inside one of these "
+                          "(default: the current directory; repeatable)")
+    serve.add_argument("--model-path", default="", metavar="PATH",
+                       help="the model file (wins over the client's `modelPath`, which network clients cannot set)")
+    serve.add_argument("--openai-url", default="", metavar="URL",
+                       help="the `openai` engine's server (wins over the client's `openaiUrl`, which network "
+                            "clients cannot set); its key comes from $SPARKLS_OPENAI_API_KEY")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (default)")
     mode.add_argument("--tcp", type=_host_port, metavar="HOST:PORT", help="listen for one client over TCP")
     mode.add_argument("--ws", type=_host_port, metavar="HOST:PORT", help="listen over WebSocket")
+    _network_arguments(serve)
     demo = sub.add_parser("demo", help="start the server, open a sample file and show real suggestions")
     demo.add_argument("--engine", default="llamacpp", help="engine setting for the demo server")
     demo.add_argument("--file", help="a source file to use instead of the bundled sample (cursors at ⟨N⟩ marks)")
@@ -90,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("pygls").setLevel(logging.WARNING)  # its INFO logs every message
     if args.command in (None, "serve"):
         if args.command is None:
-            args.tcp = args.ws = None
+            return main([*(argv if argv is not None else sys.argv[1:]), "serve"])
         return _serve(args)
     if args.command == "demo":
         from sparkls.tools.demo import run_demo

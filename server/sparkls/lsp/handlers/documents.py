@@ -31,8 +31,27 @@ def workspace_roots(params: types.InitializeParams) -> list[Path]:
     return roots
 
 
+def _guarded(ls: SparkServer, wire: object) -> object:
+    """The client's settings less what it may not set (over a network transport), with the server's own;
+    a refused setting is named in a message."""
+    if ls.guard is None:
+        return wire
+    wire, refused = ls.guard.settings(wire)
+    for message in refused:
+        _warn(ls, message)
+    return wire
+
+
+def _warn(ls: SparkServer, message: str) -> None:
+    log.warning("%s", message)
+    ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning, message=f"sparkls: {message}"))
+
+
 def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
-    settings, problems = resolve(params.initialization_options)
+    options = params.initialization_options
+    if isinstance(options, dict) and "token" in options:  # a network client's token: checked already, kept nowhere
+        options = {k: v for k, v in options.items() if k != "token"}  # pyright: ignore[reportUnknownVariableType]
+    settings, problems = resolve(_guarded(ls, options))
     encoding = convert.encoding_of(ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
     logging.getLogger("sparkls").setLevel(settings.log_level.upper())
     for problem in problems:
@@ -40,7 +59,12 @@ def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
         ls.window_show_message(types.ShowMessageParams(
             type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
     ls.session.notify = lambda level, message: _tell(ls, level, message)
-    ls.session.initialize(settings, encoding, workspace_roots(params))  # the engine loads in the background
+    roots = workspace_roots(params)
+    if ls.guard is not None:
+        roots, refused = ls.guard.folders(roots)
+        for message in refused:
+            _warn(ls, message)
+    ls.session.initialize(settings, encoding, roots)  # the engine loads in the background
     log.info("initialized: engine=%s encoding=%s", settings.engine, encoding)
 
 
@@ -97,7 +121,7 @@ async def shutdown(ls: SparkServer, params: None) -> None:
 
 
 def did_change_configuration(ls: SparkServer, params: types.DidChangeConfigurationParams) -> None:
-    settings, problems = resolve(params.settings, ls.session.settings)
+    settings, problems = resolve(_guarded(ls, params.settings), ls.session.settings)
     for problem in problems:
         log.warning("settings: %s", problem)
     ls.session.configure(settings)
