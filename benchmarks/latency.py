@@ -13,7 +13,11 @@ model and threads), never concurrently:
 - peer: what llm-ls-style servers do, a window centred on the cursor, no KV reuse, no typed-ahead
   cache, but superseded requests are cancelled (by the server, and by the client as above);
 - naive (only with --naive; slow): peer without any cancellation; it types only the first
-  --naive-keystrokes characters of each line, because its queue grows without bound.
+  --naive-keystrokes characters of each line, because its queue grows without bound;
+- baseline (with --baseline-ref REF): the anchored configuration on the server of commit REF (a git worktree).
+TTFT and time to suggestion are taken over every request: one cancelled or aborted before its answer counts at
+its time to that end, a lower bound; a percentile that such a value can move is printed as ">= x", with the
+number censored.
 
 The server keeps only its latest requests, so `sparkls/metrics` is read after each file's cold request
 and after its typing, and merged by request id. Engine figures (new prompt tokens, TTFT, KV reuse,
@@ -23,6 +27,7 @@ was shown comes from the responses, matched to the server's suggestions by docum
 Prints a table (one column per configuration, sample sizes beside the figures) and the ratios between
 configurations, and writes JSON with the CPU, date and command (and a PNG plot when matplotlib is installed).
 Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0] [--model M]
+       [--baseline-ref REF]
        [--vllm-model DIR [--vllm-block-sizes 32,64,128]]  (adds `vllm-bN`: the model on vLLM, KV block size N)
 """
 
@@ -151,6 +156,7 @@ class Keystroke:
     version: int  # the document version the request was sent for
     outcome: str = "pending"  # completed | cancelled | error
     latency_ms: float | None = None  # keystroke -> response, completed requests only
+    censored_ms: float | None = None  # keystroke -> its cancellation: a lower bound of its time to suggestion
     shown: bool = False  # the response held a non-empty item
 
 
@@ -214,6 +220,7 @@ def track(fut: asyncio.Future[Any], ks: Keystroke, sent_at: float) -> None:
         exc = None if f.cancelled() else f.exception()
         if f.cancelled() or getattr(exc, "code", None) == REQUEST_CANCELLED:
             ks.outcome = "cancelled"
+            ks.censored_ms = (time.perf_counter() - sent_at) * 1000
         elif exc is not None:
             ks.outcome = "error"
         else:
@@ -257,11 +264,11 @@ async def type_file(client: Client, run: Run, k: int, t: Target, char_ms: float,
 
 
 async def replay(config: Config, base: dict[str, Any], targets: list[Target], char_ms: float,
-                 word_pause_ms: float) -> Run:
+                 word_pause_ms: float, env: dict[str, str] | None = None) -> Run:
     run = Run(config, base | config.options)
     log_path = Path(tempfile.gettempdir()) / f"sparkls-bench-{config.name}.log"
     client = Client(log_path)
-    await client.start(run.options)
+    await client.start(run.options, env=env)
     health = await client.wait_ready()
     if not health.ok:
         raise SystemExit(f"engine not available: {health.detail}")
@@ -290,6 +297,18 @@ def dist(values: list[float]) -> dict[str, Any]:
     return {"p50": pct(values, 0.5), "p90": pct(values, 0.9), "n": len(values)}
 
 
+def censored_dist(observed: list[float], censored: list[float]) -> dict[str, Any]:
+    """Percentiles over every request: the observed values and, for requests cancelled or aborted before an
+    answer, their time to that end, a lower bound of what they would have taken. A percentile is then itself a
+    lower bound (`p50_at_least`) when some censored value is at or below it: that request may lie above it."""
+    values = observed + censored
+    out = dist(values) | {"censored": len(censored)}
+    for key in ("p50", "p90"):
+        v = out[key]
+        out[f"{key}_at_least"] = v is not None and any(c <= v for c in censored)
+    return out
+
+
 def summarize(run: Run) -> dict[str, Any]:
     typing = [e for rid, e in run.engine.items() if rid not in run.cold_ids]
     started = [e for e in typing if e["prompt_tokens"] > 0]  # the rest were cancelled while queued
@@ -314,11 +333,16 @@ def summarize(run: Run) -> dict[str, Any]:
         "cancelled": sum(k.outcome == "cancelled" for k in run.keystrokes),
         "errors": sum(k.outcome == "error" for k in run.keystrokes),
         "new_prompt_tokens_warm": dist([e["prompt_tokens"] - e["reused_tokens"] for e in known]),
-        "warm_ttft_ms": dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0]),
+        # every typing request: those aborted before a token at their time to abort (llama.cpp: the prefill they
+        # got through; vLLM: from sending to the abort)
+        "warm_ttft_ms": censored_dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0],
+                                      [max(e["ttft_ms"], e["prefill_ms"]) for e in typing if e["decode_tokens"] == 0
+                                       and e["finish_reason"] == "abort"]),
         "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model]),
         "shown_model": len(shown_model), "shown_typeahead": shown.count("typeahead"),
         "shown_other": len(shown) - len(shown_model) - shown.count("typeahead"),
-        "time_to_suggestion_ms": dist([k.latency_ms for k in done if k.latency_ms is not None]),
+        "time_to_suggestion_ms": censored_dist([k.latency_ms for k in done if k.latency_ms is not None],
+                                               [k.censored_ms for k in run.keystrokes if k.censored_ms is not None]),
         "time_to_model_suggestion_shown_ms": dist(shown_model),
         "cold_first_request_ms": dist(run.cold_ms) | {"max": max(run.cold_ms, default=None)},
         "decode_tok_s": dist(tps),
@@ -338,7 +362,12 @@ def num(v: float | None, digits: int = 0) -> str:
 
 
 def spread(d: dict[str, Any], digits: int = 0) -> str:
-    return f"{num(d['p50'], digits)} / {num(d['p90'], digits)} (n={d['n']})"
+    """p50 / p90 (n), a bound marked ">=", and the share censored where there is one."""
+    def v(key: str) -> str:
+        return (">= " if d.get(f"{key}_at_least") else "") + num(d[key], digits)
+
+    cut = f", {d['censored']} censored" if d.get("censored") else ""
+    return f"{v('p50')} / {v('p90')} (n={d['n']}{cut})"
 
 
 def share(part: int, whole: int) -> str:
@@ -374,6 +403,12 @@ def p50_ratio(by_name: dict[str, dict[str, Any]], a: str, b: str, key: str) -> f
     return x / y if x is not None and y else None
 
 
+def ratio_bound(by_name: dict[str, dict[str, Any]], a: str, b: str, key: str) -> str:
+    """How a/b of two p50s holds where either is a lower bound: ">=" (only a is), "<=" (only b), "?" (both)."""
+    lo_a, lo_b = (by_name[n][key].get("p50_at_least", False) if n in by_name else False for n in (a, b))
+    return "?" if lo_a and lo_b else ">=" if lo_a else "<=" if lo_b else ""
+
+
 def ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
     by = {r["name"]: r for r in results}
     out = {
@@ -381,11 +416,18 @@ def ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
         "time_to_suggestion_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "time_to_suggestion_ms"),
         "warm_ttft_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "warm_ttft_ms"),
         "time_to_suggestion_p50_naive_over_anchored": p50_ratio(by, "naive", "anchored", "time_to_suggestion_ms"),
+        "warm_ttft_p50_anchored_over_baseline": p50_ratio(by, "anchored", "baseline", "warm_ttft_ms"),
     }
     return {k: v for k, v in out.items() if v is not None}
 
 
 def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) -> None:
+    by = {r["name"]: r for r in results}
+    bounds = {"time_to_suggestion_p50_peer_over_anchored": ratio_bound(by, "peer", "anchored", "time_to_suggestion_ms"),
+              "warm_ttft_p50_peer_over_anchored": ratio_bound(by, "peer", "anchored", "warm_ttft_ms"),
+              "time_to_suggestion_p50_naive_over_anchored": ratio_bound(by, "naive", "anchored",
+                                                                        "time_to_suggestion_ms"),
+              "warm_ttft_p50_anchored_over_baseline": ratio_bound(by, "anchored", "baseline", "warm_ttft_ms")}
     width = max(24, *(len(get(r)) + 2 for _, get in ROWS for r in results))
     print(f"\n{'metric':<40}" + "".join(f"{r['name']:>{width}}" for r in results))
     for label, get in ROWS:
@@ -403,9 +445,10 @@ def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) ->
         print(f"warm TTFT p50 anchored / prefix: {v:.2f} (goal <= 0.5: {'met' if v <= 0.5 else 'not met'})")
     for key, label in (("time_to_suggestion_p50_peer_over_anchored", "peer / anchored time to suggestion p50"),
                        ("warm_ttft_p50_peer_over_anchored", "peer / anchored warm TTFT p50"),
-                       ("time_to_suggestion_p50_naive_over_anchored", "naive / anchored time to suggestion p50")):
+                       ("time_to_suggestion_p50_naive_over_anchored", "naive / anchored time to suggestion p50"),
+                       ("warm_ttft_p50_anchored_over_baseline", "anchored / baseline warm TTFT p50")):
         if (v := rat.get(key)) is not None:
-            print(f"{label}: {v:.1f}x")
+            print(f"{label}: {bounds.get(key, '')} {v:.1f}x".replace(":  ", ": "))
 
 
 def cpu_model() -> str:
@@ -456,9 +499,21 @@ def plot(runs: list[Run], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def git(*args: str, cwd: Path = ROOT) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def baseline_env(ref: str, into: Path) -> dict[str, str]:
+    """A worktree of `ref` and the environment that runs its server (its `server/` first on the path)."""
+    git("worktree", "add", "--detach", str(into), ref)
+    return {**os.environ, "PYTHONPATH": str(into / "server")}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=8)
+    ap.add_argument("--baseline-ref", default="", help="also run `baseline`: the anchored layout on the server of "
+                    "this commit (a git worktree), in the same run")
     ap.add_argument("--threads", type=int, default=0, help="engine threads (0: max(1, cores-1))")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model (`model` setting)")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
@@ -482,15 +537,27 @@ def main() -> int:
         print(f"no corpus at {CORPUS}", file=sys.stderr)
         return 2
     targets = pick_targets(args.files)
-    meta = machine() | {"files": [t.path.name for t in targets], "keystrokes": sum(len(t.typed) for t in targets),
+    meta = machine() | {"commit": git("rev-parse", "HEAD"),
+                        "files": [t.path.name for t in targets], "keystrokes": sum(len(t.typed) for t in targets),
                         "args": vars(args)}
     print(f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "
           f"threads={args.threads or 'default'}; configurations: {', '.join(names)} (one after another)")
     base = {"engine": "llamacpp", "threads": args.threads, "model": args.model}
     runs = []
-    for name in names:
-        print(f"running {name} ...", flush=True)
-        runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms)))
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.baseline_ref:
+            names.append("baseline")
+            known["baseline"] = Config("baseline", known["anchored"].options, cancel=True)
+            meta["baseline_commit"] = git("rev-parse", args.baseline_ref)
+        envs = {"baseline": baseline_env(args.baseline_ref, Path(tmp) / "baseline")} if args.baseline_ref else {}
+        try:
+            for name in names:
+                print(f"running {name} ...", flush=True)
+                runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms,
+                                               envs.get(name))))
+        finally:
+            if envs:
+                git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))
     results = [summarize(r) for r in runs]
     rat = ratios(results)
     print_report(results, rat)

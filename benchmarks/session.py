@@ -24,10 +24,14 @@ a request overtook, requests aborted before their first token). A suggestion tha
 counts as `exact` (the same model on the same places; a check that speed did not cost answers).
 
 Configurations: `sparkls` (this checkout, default settings), `sparkls-short` (the same with `firstWindowTokens`
-`--first-window`: first answers at a new place from a short window) and `baseline` (the server of `--baseline-ref`,
-run from a git worktree of that commit: today's behaviour before a change). Both models with `--models 0.5b,1.5b`.
+`--first-window`: first answers at a new place from a short window), `sparkls-full` (`firstWindowTokens` 0: every
+answer from the full prompt), `baseline` (the server of `--baseline-ref`, run from a git worktree of that commit:
+today's behaviour before a change) and `llama.vim-like` (the peer of benchmarks/peers.py: llama.vim's prompts at
+its defaults on the same engine and model with `--cache-reuse 256`, in this process; its answers are not
+streamed, so a keystroke waits for the whole answer, as in llama.vim). Both models with `--models 0.5b,1.5b`.
+Each sparkls configuration's first-suggestion p50 is printed as a ratio to the peer's, the same metric on both sides.
 Writes JSON with the commit, CPU, cores, date and command, and a table beside it.
-Usage: python benchmarks/session.py [--models 0.5b,1.5b] [--configs sparkls,sparkls-short,baseline]
+Usage: python benchmarks/session.py [--models 0.5b,1.5b] [--configs sparkls,sparkls-full,baseline,llama.vim-like]
        [--baseline-ref REF] [--first-window 192] [--pause 1.5] [--chars 4] [--threads 0] [--out FILE]
 """
 
@@ -36,8 +40,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,11 +48,13 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
+from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
 from sparkls.text.document import Document
 from sparkls.tools.client import Client, position
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latency import REQUEST_CANCELLED, body_rows, has_item, machine, pct, plain
+import peers
+from latency import REQUEST_CANCELLED, baseline_env, body_rows, git, has_item, machine, pct, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT.parent / "shared" / "workspaces" / "rich"
@@ -61,7 +65,8 @@ MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 ROUTE = (("start", 2), ("jump", 3), ("jump", 9), ("jump", 8), ("enter", 8), ("jump", 0), ("jump", 5), ("jump", 11),
          ("enter", 11), ("switch", 2), ("back", 11), ("jump", 6))
 N_PLACES = 12
-CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "baseline": {}}  # server options on top
+CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "sparkls-full": {}, "baseline": {}}
+PEER = "llama.vim-like"
 
 
 @dataclass(frozen=True)
@@ -126,6 +131,16 @@ class Replay:
         self.engine: dict[str, dict[str, Any]] = {}
         self.suggestions: dict[tuple[str, int], dict[str, Any]] = {}
         self.msg = 0
+        self.opened: set[str] = set()
+
+    def open(self, d: Doc, row: int) -> None:
+        if d.uri not in self.opened:
+            self.opened.add(d.uri)
+            self.client.open(d.uri, d.text, "python")
+
+    async def check_ready(self) -> str:
+        health = await self.client.wait_ready()
+        return "" if health.ok else health.detail
 
     def change(self, d: Doc, start: int, end: int, new: str) -> None:
         d.version += 1
@@ -190,14 +205,112 @@ class Replay:
         self.events.append(ev)
 
 
-async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[str, str] | None) -> dict[str, Any]:
-    log_path = Path(tempfile.gettempdir()) / f"sparkls-session-{name}-{model}.log"
-    client = Client(log_path)
-    options: dict[str, Any] = {"model": MODELS[model], "threads": args.threads, **CONFIGS.get(name, {})}
-    if name == "sparkls-short":
-        options["firstWindowTokens"] = args.first_window
-    await client.start(options, root=WORKSPACE, env=env)
-    replay = Replay(client, args.chars, args.pause)
+class PeerReplay:
+    """The same landings and keystrokes against the llama.vim-like peer (benchmarks/peers.py): prompts built
+    here, sent to a LlamaCppEngine in this process. A keystroke waits for the whole answer (llama.vim asks
+    without streaming): its time to the first token, then at most 128 tokens or 1 s of decoding."""
+
+    def __init__(self, engine: Any, model_path: str, chars: int, pause_s: float) -> None:
+        from llama_cpp import Llama
+
+        vocab = Llama(model_path=model_path, vocab_only=True, verbose=False)
+        self.engine_ = engine
+        self.peer = peers.LlamaVim(lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False, special=False)))
+        self.chars = chars
+        self.pause_s = pause_s
+        self.events: list[Event] = []
+        self.engine: dict[str, dict[str, Any]] = {}
+        self.here: tuple[Doc, int] | None = None  # the document and line the cursor is on
+        self.shown = ""  # the suggestion on screen (typing its start is answered from it)
+        self.n = 0
+
+    def _file(self, d: Doc) -> str:
+        return str(Path(d.uri.removeprefix("file://")).relative_to(WORKSPACE))
+
+    def open(self, d: Doc, row: int) -> None:
+        if self.here is not None and self.here[0] is not d:  # BufLeave: a chunk around the cursor left
+            left, left_row = self.here
+            self.peer.enter(self._file(left), left.text, left_row)
+        self.peer.enter(self._file(d), d.text, row)  # BufEnter
+        self.here = (d, row)
+
+    async def check_ready(self) -> str:
+        health = await self.engine_.health()
+        return "" if health.ok else health.detail
+
+    def change(self, d: Doc, start: int, end: int, new: str) -> None:
+        d.version += 1
+        d.text = d.text[:start] + new + d.text[end:]
+
+    async def _run(self, rid: str, prompt: str, warm: bool, n_indent: int = 0) -> tuple[str, GenerationStats, float]:
+        """One request; the server's stops: 128 tokens, end of generation, and once the answer has a new line,
+        `t_max_predict_ms` after the first token, or a line indented less than `n_indent` (cut before it)."""
+        req = GenerationRequest(prompt, max_tokens=1 if warm else peers.N_PREDICT, id=rid, warm=warm,
+                                priority=Priority.BACKGROUND if warm else Priority.INTERACTIVE)
+        t0 = time.perf_counter()
+        first: float | None = None
+        text, stats, stopped = "", GenerationStats(), False
+        async for event in self.engine_.stream(req):
+            if isinstance(event, Finished):
+                stats = event.stats
+            elif not stopped:
+                text += event.text
+                first = first or time.perf_counter()
+                cut = peers.indent_stop(text, n_indent)
+                if cut is not None or ("\n" in text and time.perf_counter() - first > peers.T_MAX_PREDICT_S):
+                    text = text if cut is None else text[:cut]
+                    stopped = True
+                    await self.engine_.abort(rid)  # the answer so far is the answer
+        self.engine[rid] = asdict(stats)
+        return text, stats, (time.perf_counter() - t0) * 1000
+
+    async def land(self, kind: str, d: Doc, row: int, cursor: int, typed: str, wanted: str) -> None:
+        ev = Event(kind, Path(d.uri).name, row)
+        self.here, self.shown = (d, row), ""
+        ring: asyncio.Task[tuple[str, GenerationStats, float]] | None = None
+        if kind != "start":  # at rest: one ring update a second, its extra context sent to be prefilled
+            await asyncio.sleep(min(1.0, self.pause_s))
+            if self.peer.update():
+                self.n += 1
+                ring = asyncio.ensure_future(self._run(f"warm-ring-{self.n}", self.peer.ring_prompt(), True))
+            await asyncio.sleep(max(0.0, self.pause_s - 1.0))
+        for i, ch in enumerate(typed):
+            self.change(d, cursor, cursor, ch)
+            cursor += 1
+            t0 = time.perf_counter()
+            st: GenerationStats | None = None
+            if self.shown[:1] == ch and len(self.shown) > 1:  # typed as shown: the rest, from the client's cache
+                text, self.shown = self.shown[1:], self.shown[1:]
+                ms = (time.perf_counter() - t0) * 1000
+            else:
+                self.peer.moved(self._file(d), d.text, row)
+                self.n += 1
+                line = d.text[d.text.rfind("\n", 0, cursor) + 1 : cursor]
+                text, st, ms = await self._run(f"peer-{self.n}", self.peer.prompt(d.text, cursor), False,
+                                               len(line) - len(line.lstrip()))
+                self.shown = text
+            shown = bool(text.strip())
+            if ring is not None and ring.done():
+                ev.warmup_prefilled = max(ev.warmup_prefilled, ring.result()[1].prompt_tokens
+                                          - ring.result()[1].reused_tokens)
+            new = 0 if st is None else st.prompt_tokens - st.reused_tokens
+            if i == 0:
+                ev.first_ms, ev.shown, ev.text = ms, shown, text
+                ev.prompt_tokens, ev.new_tokens = (0, 0) if st is None else (st.prompt_tokens, new)
+                ev.ttft_ms = 0.0 if st is None else st.ttft_ms
+                ev.exact = shown and (typed[:1] + text).split("\n")[0].strip() == wanted
+            else:
+                ev.warm_ms.append(ms)
+                if st is not None:
+                    ev.warm_model_ms.append(ms)
+                    ev.warm_new_tokens.append(new)
+        if ring is not None:
+            await ring
+        self.events.append(ev)
+
+
+async def drive(replay: Replay | PeerReplay, name: str, model: str) -> float:
+    """The route through `console.py` and `text.py`: the same events against any replay. Wall seconds."""
     main_text = MAIN_FILE.read_text(encoding="utf-8")
     main = Doc(MAIN_FILE.as_uri(), main_text)
     spots = places(main_text, "python", N_PLACES)
@@ -205,7 +318,7 @@ async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[
     other = Doc(OTHER_FILE.as_uri(), other_text)
     other_spots = places(other_text, "python", N_PLACES)
     t_start = time.perf_counter()
-    client.open(main.uri, main.text, "python")
+    replay.open(main, spots[ROUTE[0][1]].row)
     started = False
     restore: tuple[Doc, int, int, str] | None = None  # (doc, start, end, original) of the line being edited
     for kind, index in ROUTE:
@@ -214,33 +327,69 @@ async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[
             replay.change(d, start, end, original)
             restore = None
         d, spot = (other, other_spots[index]) if kind == "switch" else (main, spots[index])
-        if kind == "switch":
-            client.open(other.uri, other.text, "python")
+        if kind in ("switch", "back"):
+            replay.open(d, spot.row)
         line_start = offset_of(d.text, spot.row)
         line_end = line_start + len(spot.indent) + len(spot.code)
         if kind == "enter":  # at the end of the finished line, Enter: a new line at the same indentation
             replay.change(d, line_end, line_end, "\n" + spot.indent)
             cursor = line_end + 1 + len(spot.indent)
             wanted = d.text.split("\n")[spot.row + 2].strip()
-            await replay.land(kind, d, spot.row, cursor, wanted[: args.chars], wanted)
-            restore = (d, line_end, cursor + min(args.chars, len(wanted)), "")
+            await replay.land(kind, d, spot.row, cursor, wanted[: replay.chars], wanted)
+            restore = (d, line_end, cursor + min(replay.chars, len(wanted)), "")
         else:  # the line's code removed, its indentation kept; `back` returns to a place of console.py
             cursor = line_start + len(spot.indent)
             replay.change(d, cursor, line_end, "")
-            await replay.land(kind, d, spot.row, cursor, spot.code[: args.chars], spot.code)
-            restore = (d, cursor, cursor + min(args.chars, len(spot.code)), spot.code)
+            await replay.land(kind, d, spot.row, cursor, spot.code[: replay.chars], spot.code)
+            restore = (d, cursor, cursor + min(replay.chars, len(spot.code)), spot.code)
         if not started:  # a replay on an engine that failed to load would measure nothing
-            started, health = True, await client.wait_ready()
-            if not health.ok:
-                await client.stop()
-                raise SystemExit(f"{name} {model}: the engine is not available: {health.detail}")
-    wall = time.perf_counter() - t_start
-    await asyncio.sleep(0.5)
-    await replay.collect()
-    health = plain(await client.request("sparkls/health"))
-    await client.stop()
+            started = True
+            problem = await replay.check_ready()
+            if problem:
+                raise SystemExit(f"{name} {model}: the engine is not available: {problem}")
+    return time.perf_counter() - t_start
+
+
+async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[str, str] | None) -> dict[str, Any]:
+    log_path = Path(tempfile.gettempdir()) / f"sparkls-session-{name}-{model}.log"
+    client = Client(log_path)
+    options: dict[str, Any] = {"model": MODELS[model], "threads": args.threads, **CONFIGS.get(name, {})}
+    if name == "sparkls-short":
+        options["firstWindowTokens"] = args.first_window
+    if name == "sparkls-full":
+        options["firstWindowTokens"] = 0
+    await client.start(options, root=WORKSPACE, env=env)
+    replay = Replay(client, args.chars, args.pause)
+    try:
+        wall = await drive(replay, name, model)
+        await asyncio.sleep(0.5)
+        await replay.collect()
+        health = plain(await client.request("sparkls/health"))
+    finally:
+        await client.stop()
     return {"config": name, "model": model, "options": options, "wall_s": wall, "health": health,
             "events": [asdict(e) for e in replay.events], "engine": list(replay.engine.values()),
+            "engine_ids": list(replay.engine)}
+
+
+async def run_peer(model: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The llama.vim-like peer (benchmarks/peers.py) on the same engine class and model, in this process."""
+    from sparkls.engine.llamacpp import LlamaCppEngine
+    from sparkls.engine.model_files import resolve_model_path
+    from sparkls.engine.options import LlamaCppOptions
+
+    path = str(resolve_model_path("", MODELS[model]))
+    options = LlamaCppOptions(model_path=path, threads=args.threads, n_ctx=peers.N_CTX, n_batch=peers.N_BATCH,
+                              cache_reuse=peers.CACHE_REUSE, kv_states_mb=0)
+    engine = LlamaCppEngine(options)
+    replay = PeerReplay(engine, path, args.chars, args.pause)
+    try:
+        wall = await drive(replay, "llama.vim-like", model)
+        health = asdict(await engine.health())
+    finally:
+        await engine.close()
+    return {"config": "llama.vim-like", "model": model, "options": asdict(options), "wall_s": wall,
+            "health": health, "events": [asdict(e) for e in replay.events], "engine": list(replay.engine.values()),
             "engine_ids": list(replay.engine)}
 
 
@@ -306,18 +455,16 @@ def table(results: list[dict[str, Any]]) -> str:
                                             f"({s['unseen engine work']['warmup_prefill_s']:.1f})" for s in sums]])
     rows.append(["aborted before a token (prefill s)",
                  *[f"{s['unseen engine work']['aborted_prefill_s']:.1f}" for s in sums]])
+    for label in ("new place in an open file (jump, enter)", "switch", "back"):
+        ratio = []
+        for r, s in zip(results, sums, strict=True):
+            peer = next((p["summary"][label]["first_ms"]["p50"] for p in results
+                         if p["config"] == PEER and p["model"] == r["model"]), None)
+            mine = s[label]["first_ms"]["p50"]
+            ratio.append("-" if peer is None or mine is None or r["config"] == PEER else f"{peer / mine:.1f}x")
+        rows.append([f"{label}: peer p50 / this p50", *ratio])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows)
-
-
-def git(*args: str, cwd: Path = ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def baseline_env(ref: str, into: Path) -> dict[str, str]:
-    """A worktree of `ref` and the environment that runs its server (its `server/` first on the path)."""
-    git("worktree", "add", "--detach", str(into), ref)
-    return {**os.environ, "PYTHONPATH": str(into / "server")}
 
 
 def main() -> int:
@@ -336,14 +483,17 @@ def main() -> int:
     results = []
     commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
     with tempfile.TemporaryDirectory() as tmp:
-        envs: dict[str, dict[str, str] | None] = {"sparkls": None, "sparkls-short": None}
+        envs: dict[str, dict[str, str] | None] = {"sparkls": None, "sparkls-short": None, "sparkls-full": None}
         if "baseline" in args.configs.split(","):
             envs["baseline"] = baseline_env(args.baseline_ref, Path(tmp) / "baseline")
         try:
             for model in args.models.split(","):
                 for name in args.configs.split(","):
                     print(f"-- {name} {model}", flush=True)
-                    run = asyncio.run(run_config(name, model, args, envs[name]))
+                    if name == PEER:
+                        run = asyncio.run(run_peer(model, args))
+                    else:
+                        run = asyncio.run(run_config(name, model, args, envs[name]))
                     run["summary"] = summarize(run)
                     results.append(run)
                     print(table([run]), flush=True)

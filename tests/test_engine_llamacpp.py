@@ -189,3 +189,21 @@ async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_acce
     assert texts[0] == texts[1] and texts[0].strip()  # greedy either way: the same tokens
     assert stats[0].draft_tokens == 0
     assert stats[1].accepted_tokens > stats[1].decode_tokens // 2  # most tokens came from accepted drafts
+
+
+async def test_with_cache_reuse_a_prompt_whose_window_slid_moves_the_cached_kv_instead_of_computing_it():
+    require("llama_cpp", "the embedded engine")
+    from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+    helpers = [f"def helper_{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(12)]
+    tail = PROMPT.removeprefix("<|fim_prefix|>" + HEADER)
+    eng = LlamaCppEngine(LlamaCppOptions(threads=1, cache_reuse=32))
+    try:
+        _, before, _ = await collect(eng, GenerationRequest("<|fim_prefix|>" + "".join(helpers) + tail, max_tokens=2))
+        slid = "<|fim_prefix|>" + "".join(helpers[4:]) + tail  # the window's start moved down four definitions
+        text, st, _ = await collect(eng, GenerationRequest(slid, max_tokens=12))
+        assert before.reused_tokens == 0
+        assert st.reused_tokens >= st.prompt_tokens - 4, st  # all but the dropped helpers: moved, not computed
+        assert "fib" in text or "return" in text or "if" in text, text  # the moved KV still reads as the code
+    finally:
+        await eng.close()

@@ -7,7 +7,7 @@ import threading
 
 from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
 from sparkls.engine.fake import FakeEngine
-from sparkls.engine.kvstates import KvStates
+from sparkls.engine.kvstates import KvStates, chunk_moves
 from sparkls.engine.metrics import Recorder, percentile, summarize, summary_line
 from sparkls.engine.openai import OpenAIOptions, parse_prometheus, parse_sse
 from sparkls.engine.scheduler import PriorityScheduler
@@ -276,3 +276,17 @@ def test_saved_kv_states_stay_within_their_budget_least_recently_used_first():
     assert len(states) == 2
     states.save([9] * 20, b"v" * 300)  # larger than the whole budget: not kept
     assert states.best([9] * 20, current=0) is None
+
+
+def test_cached_runs_that_reappear_later_in_a_prompt_are_moved_not_recomputed():
+    head, window, rest = list(range(10)), list(range(100, 180)), list(range(200, 240))
+    # The window's start slid: its first 30 tokens are gone, the rest moves 30 positions down.
+    held = head + window + rest
+    prompt = head + window[30:] + rest + [999]
+    assert chunk_moves(held, prompt, 10, 16) == [(40, 10, 50 + 40)]
+    # A block removed from the middle; a new token at the end is never taken (its logits are needed).
+    assert chunk_moves(held, head + window + [7] + rest, 90, 16) == []  # a new token first: no run follows it
+    assert chunk_moves(held, head + rest + [1], 10, 16) == [(90, 10, 40)]
+    # Runs shorter than the minimum are recomputed; runs out of order after the first are not taken.
+    assert chunk_moves(held, head + window[:8] + [5] + rest + [1], 10, 16) == []
+    assert chunk_moves(held, head + rest + window + [1], 10, 16) == [(90, 10, 40)]

@@ -85,13 +85,13 @@ def budget_of(settings: Settings) -> context.Budget:
 
 def first_window_of(settings: Settings) -> context.Budget | None:
     """The budget of the first frame at a new place (`firstWindowTokens` before the anchor, from the enclosing
-    definition when it starts within twice as many; half as many after the cursor; the same outline), or None
-    when first answers come from the full frame."""
+    definition when it starts within twice as many; as many after the cursor, up to `suffixTokens`; the same
+    outline), or None when first answers come from the full frame."""
     if settings.first_window_tokens <= 0:
         return None
     full = budget_of(settings)
     return context.Budget(min(settings.first_window_tokens, full.prefix_tokens),
-                          min(settings.first_window_tokens // 2, full.suffix_tokens), full.preamble_tokens,
+                          min(settings.first_window_tokens, full.suffix_tokens), full.preamble_tokens,
                           first=True)
 
 

@@ -14,6 +14,30 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 
+def chunk_moves(held: list[int], tokens: list[int], reused: int, min_chunk: int) -> list[tuple[int, int, int]]:
+    """Runs of `held` (a sequence's tokens) past its common prefix `reused` with `tokens` that reappear, in
+    order, right after it in `tokens`: (position in held, position in tokens, length), each at least
+    `min_chunk` long. llama.cpp's server does the same with `--cache-reuse`: the KV of a run is shifted to its
+    new position instead of computed again (what lay between is dropped), so a window whose start slid, or a
+    block removed from the middle of a prompt, costs only what is new. The prompt's last token is never
+    taken (it is evaluated for the first logits). A greedy scan: held positions advance one at a time until
+    a run matches at the prompt's next position."""
+    moves: list[tuple[int, int, int]] = []
+    head_c = head_p = reused
+    end_p = len(tokens) - 1
+    while head_c < len(held) and head_p < end_p:
+        n = 0
+        while head_c + n < len(held) and head_p + n < end_p and held[head_c + n] == tokens[head_p + n]:
+            n += 1
+        if n >= min_chunk:
+            moves.append((head_c, head_p, n))
+            head_c += n
+            head_p += n
+        else:
+            head_c += 1
+    return moves
+
+
 def common_prefix(a: list[int], b: list[int]) -> int:
     n = 0
     for x, y in zip(a, b, strict=False):

@@ -38,7 +38,7 @@ from sparkls.engine.base import (
     Priority,
 )
 from sparkls.engine.healing import Vocabulary, back_off, choose
-from sparkls.engine.kvstates import KvStates, SavedState, common_prefix
+from sparkls.engine.kvstates import KvStates, SavedState, chunk_moves, common_prefix
 from sparkls.engine.lookup import LookupDrafter
 from sparkls.engine.metrics import Recorder
 from sparkls.engine.model_files import resolve_model_path
@@ -281,6 +281,8 @@ class LlamaCppEngine:
         reused = min(common_prefix(self._slots[seq], tokens), len(tokens) - 1) if self.options.reuse_cache else 0
         if self.options.reuse_cache:
             reused = self._swap_state(seq, tokens, reused)
+            if self.options.cache_reuse > 0:
+                reused = self._shift_chunks(seq, tokens, reused)
         if first_run:
             job.reused = min(reused, job.prompt_tokens)
         self._ctx.kv_cache_seq_rm(seq, reused, -1)
@@ -298,6 +300,23 @@ class LlamaCppEngine:
             return reused
         self._load_state(seq, best)
         return min(common_prefix(self._slots[seq], tokens), len(tokens) - 1)
+
+    def _shift_chunks(self, seq: int, tokens: list[int], reused: int) -> int:
+        """Move the KV of runs the sequence holds past `reused` to where `tokens` has them next
+        (`chunk_moves`); the tokens reused now. Their keys are re-rotated to the new positions by llama.cpp; what
+        they attended to before the move is not recomputed (the approximation `--cache-reuse` makes)."""
+        moves = chunk_moves(self._slots[seq], tokens, reused, self.options.cache_reuse)
+        if not moves:
+            return reused
+        for held_at, prompt_at, n in moves:
+            self._ctx.kv_cache_seq_rm(seq, prompt_at, held_at)  # what lay between: dropped
+            if held_at != prompt_at:
+                self._ctx.kv_cache_seq_shift(seq, held_at, held_at + n, prompt_at - held_at)
+        _, prompt_at, n = moves[-1]
+        log.debug("sequence %d: %d cached runs moved; %d tokens reused, was %d", seq, len(moves), prompt_at + n,
+                  reused)
+        self._slots[seq] = tokens[: prompt_at + n]
+        return prompt_at + n
 
     def _state_bytes(self, seq: int) -> bytes:
         import ctypes

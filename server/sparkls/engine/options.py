@@ -21,6 +21,8 @@ class LlamaCppOptions:
     n_batch: int = 256
     prefill_chunk: int = 64
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
+    cache_reuse: int = 0  # > 0: shift cached runs of at least this many tokens to where a prompt has them again
+    # (llama.cpp server's `--cache-reuse`; engine/kvstates.py chunk_moves); 0: the common prefix only
     priority: bool = True  # False: first come, first served, no preemption
     speculation: str = "off"  # "ngram": prompt-lookup drafts for rewrite requests
     speculative_tokens: int = 32  # the longest draft; the drafter adapts below it (engine/lookup.py)
