@@ -59,9 +59,10 @@ class Settings(BaseModel):
         "prefilling. 0 turns it off."))
     first_window_tokens: int = Field(default=0, ge=0, le=16384, description=(
         "At a new place (the cursor left the last prompt's typing span), answer first from a prompt whose window "
-        "holds this many tokens before the typing anchor and half as many after the cursor, the same head; the "
-        "full prompt is prefilled in the background and used from the first keystroke after it is ready. 0: "
-        "every answer comes from the full prompt."))
+        "holds this many tokens before the typing anchor (from the enclosing definition's start when it is within "
+        "twice as many) and as many after the cursor, the same head (no other files' snippets in a file not seen "
+        "before); the full prompt is prefilled in the background and used from the first keystroke after it is "
+        "ready. 0: every answer comes from the full prompt."))
     warmup: bool = Field(default=True, description=(
         "Prefill the prompt at the cursor before the first keystroke, at the lowest priority and dropped by any "
         "request, when the editor shows where the cursor is (a code action request at an empty selection, or "
