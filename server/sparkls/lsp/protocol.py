@@ -50,6 +50,7 @@ log = logging.getLogger("sparkls")
 
 Forward = Iterator[tuple[Callable[..., Any], tuple[Any, ...], None]]  # pygls runs what a method yields
 AUTH_WAIT_S = 10.0  # a network client's first message (with the token) must arrive within this
+AUTH_MAX_BYTES = 1 << 20  # ... and within this many bytes (an unchecked client cannot fill the memory)
 UNAUTHORIZED = -32001  # the JSON-RPC error code of a refused network connection
 STALL_S = 0.2  # a body still short of its Content-Length this long after the last bytes is looked at as it is
 READ_BYTES = 65536
@@ -392,11 +393,13 @@ class SparkServer(LanguageServer):
 
 
 async def _first_frame(reader: asyncio.StreamReader, framer: Framer) -> Message | None:
-    """The first complete message of a new connection (None: it closed, sent no JSON, or sent too little
-    within `AUTH_WAIT_S`). Nothing is handled before it is checked."""
+    """The first complete message of a new connection (None: it closed, sent no JSON, sent too little within
+    `AUTH_WAIT_S`, or more than `AUTH_MAX_BYTES` without completing one). Nothing is handled before it is
+    checked."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + AUTH_WAIT_S
-    while True:
+    received = 0
+    while received <= AUTH_MAX_BYTES:
         for frame in framer.frames():
             return frame if isinstance(frame, Message) else None
         try:
@@ -405,7 +408,9 @@ async def _first_frame(reader: asyncio.StreamReader, framer: Framer) -> Message 
             return None
         if not data:
             return None
+        received += len(data)
         framer.feed(data)
+    return None
 
 
 def _pump(source: BinaryIO, loop: asyncio.AbstractEventLoop, chunks: asyncio.Queue[bytes]) -> None:
