@@ -22,7 +22,7 @@ shifted, not computed again (sparkls's engine does the same for the peer; sparkl
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 N_PREFIX_LINES = 256
@@ -145,26 +145,21 @@ def _similarity(a: str, b: str) -> float:
 
 def _last_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
     """The end of `text` within `n` tokens, cut at a line start (the server cuts tokens; whole lines here)."""
-    lines = text.splitlines(keepends=True)
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        cost = count(line)
-        if used + cost > n:
-            break
-        kept.append(line)
-        used += cost
-    return "".join(reversed(kept))
+    return "".join(reversed(_lines_within(reversed(text.splitlines(keepends=True)), n, count)))
 
 
 def _first_tokens(text: str, n: int, count: Callable[[str], int]) -> str:
     """The start of `text` within `n` tokens, whole lines."""
+    return "".join(_lines_within(text.splitlines(keepends=True), n, count))
+
+
+def _lines_within(lines: Iterable[str], n: int, count: Callable[[str], int]) -> list[str]:
+    """The leading `lines` whose tokens add up to at most `n`."""
     kept: list[str] = []
     used = 0
-    for line in text.splitlines(keepends=True):
-        cost = count(line)
-        if used + cost > n:
+    for line in lines:
+        used += count(line)
+        if used > n:
             break
         kept.append(line)
-        used += cost
-    return "".join(kept)
+    return kept

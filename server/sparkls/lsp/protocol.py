@@ -319,16 +319,7 @@ class SparkServer(LanguageServer):
             await self.protocol.serve(lambda: reader.read(READ_BYTES), stop, framer)
             self.shutdown()
 
-        async def main() -> None:
-            self._server = server = await asyncio.start_server(connection, listen.host, listen.port)
-            log.info("serving on %s", ", ".join(str(s.getsockname()) for s in server.sockets))
-            async with server:
-                await server.serve_forever()
-
-        try:
-            asyncio.run(main())
-        except asyncio.CancelledError:
-            log.debug("the TCP server was cancelled")
+        self._serve_forever("TCP", lambda: asyncio.start_server(connection, listen.host, listen.port))
 
     def start_ws(self, listen: Listen) -> None:  # pyright: ignore[reportIncompatibleMethodOverride]
         """Serve one client over WebSocket (a JSON-RPC message per frame) once its handshake passes
@@ -378,18 +369,25 @@ class SparkServer(LanguageServer):
                 self.protocol.receive(value)
             self.shutdown()
 
+        async def start() -> Any:
+            server = await serve(session, listen.host, listen.port, process_request=check, select_subprotocol=choose)
+            bound[0] = server.sockets[0].getsockname()[1]  # the Host check needs the port a port 0 bind got
+            return server
+
+        self._serve_forever("WebSocket", start)
+
+    def _serve_forever(self, kind: str, start: Callable[[], Awaitable[Any]]) -> None:
+        """Run the listening server `start` opens until it is closed (`shutdown`)."""
         async def main() -> None:
-            self._server = server = await serve(session, listen.host, listen.port, process_request=check,
-                                                select_subprotocol=choose)
-            bound[0] = server.sockets[0].getsockname()[1]
-            log.info("serving WebSocket on %s", ", ".join(str(s.getsockname()) for s in server.sockets))
+            self._server = server = await start()
+            log.info("serving %s on %s", kind, ", ".join(str(s.getsockname()) for s in server.sockets))
             async with server:
                 await server.serve_forever()
 
         try:
             asyncio.run(main())
         except asyncio.CancelledError:
-            log.debug("the WebSocket server was cancelled")
+            log.debug("the %s server was cancelled", kind)
 
 
 async def _first_frame(reader: asyncio.StreamReader, framer: Framer) -> Message | None:

@@ -48,10 +48,7 @@ def _warn(ls: SparkServer, message: str) -> None:
 
 
 def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
-    options = params.initialization_options
-    if isinstance(options, dict) and "token" in options:  # a network client's token: checked already, kept nowhere
-        options = {k: v for k, v in options.items() if k != "token"}  # pyright: ignore[reportUnknownVariableType]
-    settings, problems = resolve(_guarded(ls, options))
+    settings, problems = resolve(_guarded(ls, params.initialization_options))  # a TCP token was taken out already
     encoding = convert.encoding_of(ServerCapabilitiesBuilder.choose_position_encoding(params.capabilities))
     logging.getLogger("sparkls").setLevel(settings.log_level.upper())
     for problem in problems:
