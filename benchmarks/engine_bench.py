@@ -222,7 +222,7 @@ async def bench_remote(model: Path, n: int) -> dict[str, Any]:
     log = Path(tempfile.gettempdir()) / "sparkls-bench-vllm-server.log"
     res: dict[str, Any] = {"requests": n, "in_process_p50_ms": percentile(in_proc, 50),
                            "in_process_p90_ms": percentile(in_proc, 90)}
-    # the server as started in the README, and without uvicorn's access log (a log line per request)
+    # the server as started in docs/engines.md, and without uvicorn's access log (a log line per request)
     for name, flags in {"remote": (), "remote_no_access_log": ("--disable-uvicorn-access-log",)}.items():
         with vllm_server(model, "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(512 * 2**20),
                          "--dtype", local_dtype, *flags, log=log) as url:

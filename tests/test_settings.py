@@ -1,4 +1,4 @@
-"""Settings: tolerant parsing, one message per bad value, the schema and README table generated from the model."""
+"""Settings: tolerant parsing, one message per bad value, the schema and settings page generated from the model."""
 
 import json
 import subprocess
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from sparkls.engine.model_files import BUNDLED
-from sparkls.settings import FAMILIES, BundledModel, FimTemplate, Settings, resolve, settings_table
+from sparkls.settings import FAMILIES, BundledModel, FimTemplate, Settings, resolve, settings_page
 
 
 def test_unknown_keys_are_ignored_and_known_ones_applied():
@@ -27,9 +27,9 @@ def test_a_sparkls_section_is_unwrapped_and_none_is_fine():
     assert resolve(["not", "an", "object"])[1]
 
 
-def test_the_readme_settings_table_is_current():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    assert settings_table() in readme, "README settings table is stale: paste settings_table() output"
+def test_the_settings_page_is_current():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "settings.md").read_text()
+    assert page == settings_page(), "docs/settings.md is stale: run `python3 -m sparkls.settings docs/settings.md`"
 
 
 def test_values_are_checked_as_json_types_without_coercion():

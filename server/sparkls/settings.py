@@ -4,7 +4,8 @@
 JSON; unknown keys are ignored, and each invalid value is reported once (naming its key) and
 replaced by its documented default, so a bad config never stops the server. The same model gives
 `sparkls schema` its JSON schema, which generates the VS Code extension's `contributes.configuration`
-and the README's settings table (tests fail when either is stale).
+and the settings page `docs/settings.md` (`python3 -m sparkls.settings docs/settings.md` writes it; tests
+fail when either is stale).
 """
 
 from __future__ import annotations
@@ -243,10 +244,36 @@ def json_schema() -> dict[str, Any]:
 
 
 def settings_table() -> str:
-    """The README's settings table, generated from the schema."""
+    """The settings table of `docs/settings.md`, generated from the schema."""
     rows = ["| setting | default | meaning |", "|---|---|---|"]
     for wire, prop in json_schema()["properties"].items():
         choices = prop.get("enum")
         extra = f" One of: {', '.join(f'`{c}`' for c in choices)}." if choices else ""
         rows.append(f"| `{wire}` | `{json.dumps(prop['default'])}` | {prop['description']}{extra} |")
     return "\n".join(rows)
+
+
+SETTINGS_PAGE_INTRO = """\
+# Settings
+
+Generated from the settings model (`server/sparkls/settings.py`) by `python3 -m sparkls.settings docs/settings.md`:
+do not edit this page by hand (`tests/test_settings.py` fails when it is stale).
+
+Editors pass these as `initializationOptions` (or a `sparkls` section of `workspace/didChangeConfiguration`); in
+VS Code each is the setting `sparkls.<name>`. Unknown keys are ignored; values are checked as JSON types (`"5"` is
+not a number), and an invalid value is reported once, naming its key (`window/showMessage`), and replaced by its
+default. `sparkls schema` prints the JSON schema this table and the VS Code extension's settings are generated
+from (`tests/test_schema.py` fails when the extension's are stale).
+"""
+
+
+def settings_page() -> str:
+    """The whole of `docs/settings.md`: how it is made, how settings are read, and the table."""
+    return f"{SETTINGS_PAGE_INTRO}\n{settings_table()}\n"
+
+
+if __name__ == "__main__":  # `python3 -m sparkls.settings docs/settings.md` regenerates the page
+    import sys
+    from pathlib import Path
+
+    Path(sys.argv[1]).write_text(settings_page())

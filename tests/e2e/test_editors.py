@@ -1,4 +1,4 @@
-"""Real editors against the real server: headless Neovim 0.11 (the README's config, its own completion,
+"""Real editors against the real server: headless Neovim 0.11 (docs/editors.md's config, its own completion,
 a code action applied by Neovim, an inline completion request, a cancel), with the fake engine and with
 the real default model."""
 

@@ -1,4 +1,4 @@
--- Drives headless Neovim (0.11) against the real sparkls server: the README's config, completion through
+-- Drives headless Neovim (0.11) against the real sparkls server: docs/editors.md's config, completion through
 -- Neovim's own omnifunc and popup menu, a code action applied by Neovim, an inline completion request and
 -- a cancelled one. Writes what it saw as JSON to $SPARKLS_NVIM_OUT; tests/e2e/test_editors.py checks it.
 local out_path = assert(os.getenv('SPARKLS_NVIM_OUT'))
@@ -44,7 +44,7 @@ local function row_of(env)  -- the first line that contains the text in environm
   error(env .. ': no line contains ' .. needle)
 end
 
--- The README's configuration for Neovim 0.11.
+-- The configuration for Neovim 0.11 in docs/editors.md.
 vim.lsp.config('sparkls', {
   cmd = vim.json.decode(assert(os.getenv('SPARKLS_NVIM_CMD'))),
   filetypes = { 'python' },
