@@ -303,3 +303,55 @@ async def test_by_default_a_keystroke_made_while_the_model_loads_is_served_once_
     text, _, _ = await asyncio.wait_for(waiting, 30)
     assert text == "ok" and slow.calls == 1
     await engine.close()
+
+
+class BrokenStart(ScriptedEngine):
+    """Loads but is not healthy (a model file missing, a server nobody listens on): a failed start."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        super().__init__(recorder)
+        self.healthy, self.fail = False, True
+
+
+async def test_an_engine_that_fails_to_start_is_one_outage_and_no_request_reaches_it():
+    told: list[str] = []
+    engine = SupervisedEngine(BrokenStart, FAST, on_outage=told.append)
+    engine.start()
+    for _ in range(4):  # each is answered unavailable (logged at debug), none fails inside the engine
+        with pytest.raises(EngineUnavailable):
+            await collect(engine, GenerationRequest("p"))
+    await until(lambda: engine.restarts >= 2)  # rebuilt with backoff, still broken: the same outage
+    assert len(told) == 1 and "did not start: still broken" in told[0]
+    assert sum(e.calls for e in ScriptedEngine.built) == 0
+    await engine.close()
+
+
+async def test_replace_serves_from_the_new_engine_and_ends_requests_in_flight_as_unavailable():
+    engine, told = supervised()
+    engine.start()
+    first = current(engine)
+    first.hang = True
+    waiting = asyncio.ensure_future(collect(engine, GenerationRequest("p")))
+    await until(lambda: first.calls == 1)
+    await engine.replace(ScriptedEngine, FAST)
+    with pytest.raises(EngineUnavailable, match="rebuilt for new settings"):
+        await waiting
+    assert first.closed and current(engine) is not first
+    text, _, _ = await collect(engine, GenerationRequest("p"))
+    assert text == "ok" and told == [] and engine.restarts == 0
+    await engine.close()
+
+
+async def test_replace_ends_an_outage_and_a_later_failure_is_told_again():
+    engine, told = supervised()
+    engine.start()
+    current(engine).fail = True
+    for _ in range(3):
+        with pytest.raises(EngineError):
+            await collect(engine, GenerationRequest("p"))
+    assert [kind for kind, _ in told] == ["outage"]
+    await engine.replace(BrokenStart, FAST)  # new settings that do not work either: a new outage, told
+    with pytest.raises(EngineUnavailable):
+        await collect(engine, GenerationRequest("p"))
+    assert [kind for kind, _ in told] == ["outage", "outage"] and "did not start" in told[1][1]
+    await engine.close()

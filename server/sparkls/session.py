@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from sparkls.engine import Engine, create_engine
 from sparkls.engine.base import Health
+from sparkls.engine.options import EngineOptions
 from sparkls.engine.supervisor import SupervisedEngine
 from sparkls.settings import Settings
 from sparkls.text.document import Document
@@ -61,6 +63,8 @@ class Session:
         self._changes: dict[str, collections.deque[Change]] = {}
         self._watchers: dict[str, list[asyncio.Future[Document]]] = {}
         self._shut_down = False
+        self._built: EngineOptions | None = None  # what the supervised engine was built from
+        self._rebuilding = asyncio.Lock()
         # How the user hears of the engine (level "error" or "info"): set by the LSP layer; logs meanwhile.
         self.notify: Callable[[str, str], None] = lambda level, message: log.info("%s: %s", level, message)
 
@@ -75,17 +79,30 @@ class Session:
         self.set_workspace(roots)
         self.start_engine()
 
-    def configure(self, settings: Settings) -> None:
-        """New settings; the workspace index follows a change of the exclusion globs. A different engine or model
-        needs a restart: such settings are not taken."""
-        if (settings.engine, settings.model, settings.model_path) != (
-                self.settings.engine, self.settings.model, self.settings.model_path):
-            log.warning("engine or model changed: restart the server to use it")
-            return
+    def configure(self, settings: Settings) -> bool:
+        """New settings; the workspace index follows a change of the exclusion globs. True when the engine's
+        options changed (`engine_options`: engine, model, threads, URL, ...): `rebuild_engine` then builds it anew;
+        a change of the supervisor's options alone takes effect at once."""
         old, self.settings = self.settings, settings
         if settings.exclude_files != old.exclude_files and self.workspace is not None:
             self._index(self.workspace.roots)
         self._reconfigured()
+        if not isinstance(self.engine, SupervisedEngine):
+            return False
+        self.engine.options = settings.supervisor_options()
+        return settings.engine_options() != self._built
+
+    async def rebuild_engine(self) -> None:
+        """Build the engine from the current settings in place of the running one (which is closed first);
+        one rebuild at a time, each from the settings of its moment, none when they match what runs."""
+        async with self._rebuilding:
+            options = self.settings.engine_options()
+            if not isinstance(self.engine, SupervisedEngine) or options == self._built:
+                return
+            log.info("engine settings changed: rebuilding the %s engine", self.settings.engine)
+            self._built = options
+            await self.engine.replace(lambda recorder: create_engine(options, recorder),
+                                      self.settings.supervisor_options())
 
     def set_workspace(self, roots: Sequence[Path]) -> None:
         """The workspace folders (the only places other files are read from) and the exclusion globs."""
@@ -170,10 +187,12 @@ class Session:
         """The engine, built on first use from the settings and supervised (restarted when it dies or hangs,
         with backoff; one message per outage)."""
         if self.engine is None:
-            options = self.settings.engine_options()
+            options = self._built = self.settings.engine_options()
             self.engine = SupervisedEngine(
                 lambda recorder: create_engine(options, recorder), self.settings.supervisor_options(),
                 on_outage=lambda m: self.notify("error", m), on_recovered=lambda m: self.notify("info", m))
+            with contextlib.suppress(RuntimeError):  # outside an event loop (a script): nothing watches the start
+                self.engine.start()
         return self.engine
 
     async def health(self) -> Health:

@@ -173,8 +173,8 @@ class Settings(BaseModel):
         "Delay between the `fake` engine's tokens (tests only)."))
     log_level: LogLevel = Field(default="info", description="Server log level (logs go to stderr).")
     metrics_port: int = Field(default=0, ge=0, le=65535, description=(
-        "Serve Prometheus metrics at `http://127.0.0.1:<port>/metrics` (loopback only); 0 = off. Read on "
-        "initialize: a change takes effect after a restart."))
+        "Serve Prometheus metrics at `http://127.0.0.1:<port>/metrics` (loopback only); 0 = off. A change moves "
+        "them at once (the counters start again)."))
 
     def engine_options(self) -> EngineOptions:
         """What `engine.create_engine` builds the chosen engine from."""
@@ -201,6 +201,31 @@ class Settings(BaseModel):
     def supervisor_options(self) -> SupervisorOptions:
         """How `engine.supervisor` watches and restarts the engine."""
         return SupervisorOptions(stall_s=float(self.engine_stall_s), start_wait_s=self.engine_start_wait_ms / 1000)
+
+
+def _another(settings: Settings, name: str) -> Any:
+    """A valid value of setting `name` other than its value in `settings` (for `engine_settings`)."""
+    prop = json_schema()["properties"][Settings.model_fields[name].alias or name]
+    value = getattr(settings, name)
+    if "enum" in prop:
+        return next(c for c in prop["enum"] if c != value)
+    if prop["type"] == "boolean":
+        return not value
+    if prop["type"] == "integer":
+        return value + 1 if value + 1 <= prop.get("maximum", value + 1) else value - 1
+    if prop["type"] == "array":
+        return [*value, "x"]
+    return value + "x"
+
+
+def engine_settings(engine: str) -> tuple[str, ...]:
+    """The settings (wire names) that the `engine` is built from, in schema order: changing one while the server
+    runs rebuilds the engine (`Session.configure` compares `engine_options`; this asks the same question of each
+    setting, so the two cannot disagree)."""
+    base = Settings.model_validate({"engine": engine})
+    built = base.engine_options()
+    return tuple(f.alias or name for name, f in Settings.model_fields.items()
+                 if base.model_copy(update={name: _another(base, name)}).engine_options() != built)
 
 
 def _shown(name: str, value: Any) -> str:
@@ -268,8 +293,12 @@ from (`tests/test_schema.py` fails when the extension's are stale).
 
 
 def settings_page() -> str:
-    """The whole of `docs/settings.md`: how it is made, how settings are read, and the table."""
-    return f"{SETTINGS_PAGE_INTRO}\n{settings_table()}\n"
+    """The whole of `docs/settings.md`: how it is made, how settings are read, when a change takes effect, and
+    the table."""
+    rebuilds = "\n".join(f"- `{e}`: {', '.join(f'`{k}`' for k in engine_settings(e))}" for e in ENGINES)
+    return (f"{SETTINGS_PAGE_INTRO}\nEvery setting takes effect when it changes while the server runs. A change to "
+            f"one that the engine is built from rebuilds the engine (the running one is closed first, its requests "
+            f"end empty, and the new one's start shows as progress):\n\n{rebuilds}\n\n{settings_table()}\n")
 
 
 if __name__ == "__main__":  # `python3 -m sparkls.settings docs/settings.md` regenerates the page

@@ -79,6 +79,19 @@ def errors(c) -> list[str]:
 REMOTE = {"engine": "openai", "openaiTimeoutS": 2, "openaiRetries": 0, "engineStallSeconds": 5}
 
 
+async def test_a_remote_nobody_listens_on_is_one_message_however_many_requests_and_no_error_lines():
+    from tests.servers import free_port
+
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    async with lsp(options={**REMOTE, "openaiUrl": url, "openaiRetries": 1}) as (c, _):
+        t = Typist(c, "file:///w/remote.py", TEXT)
+        for _ in range(4):
+            assert await t.ask(TEXT.index("retu") + 4) == []
+        await health(c)  # a round trip after the requests: whatever they caused has arrived
+        assert len(errors(c)) == 1 and "openai engine did not start" in errors(c)[0]
+        assert not [m for m in c.log_messages if m.type == types.MessageType.Error]
+
+
 @pytest.mark.parametrize("mode", ["500", "garbage", "drop", "hang"])
 async def test_a_misbehaving_remote_gets_empty_answers_one_message_and_is_not_hammered(mode):
     server = FaultyOpenAIServer().start()

@@ -88,6 +88,8 @@ class CompletionService:
     def reconfigured(self) -> None:
         self._frames.clear()  # the workspace or its context settings may differ: gather again
         self._full.clear()
+        self._template = None  # the model may differ: its FIM template is looked up again
+        self._typeahead.clear()  # suggestions of the engine as it was are not offered again
 
     async def shutdown(self) -> None:
         self._stop_warmup()

@@ -12,7 +12,10 @@
   does not become ready and healthy, or whose first request fails too, until a request is served again.
 - `on_outage(message)` is called once per outage, when it begins (not once per keystroke), and
   `on_recovered(message)` when it ends: when a request is served again (a rebuilt engine that is ready but fails
-  its first request is the same outage).
+  its first request is the same outage). An engine that fails to start (`start` watches it) is an outage too,
+  told the same once; requests meanwhile wait for the verdict, so none of them fails on its own.
+- `replace` rebuilds the engine from new options (a settings change): the one serving is closed first, its
+  requests end as unavailable, and the new one starts afresh.
 - The requests of every engine it built go to one `Recorder`, so the metrics span restarts.
 
 A worker that hangs in native code cannot be stopped from Python: its engine is closed (which asks it to
@@ -64,7 +67,7 @@ class _Open:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.waiting_since: float | None = None
-        self.fault: asyncio.Future[str] = loop.create_future()
+        self.fault: asyncio.Future[EngineError] = loop.create_future()
 
 
 def _retrieve(task: asyncio.Future[Event]) -> None:
@@ -97,6 +100,7 @@ class SupervisedEngine:
         self._readiness: asyncio.Task[None] | None = None
         self._watchdog: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
+        self._judging: asyncio.Task[None] | None = None  # `start`: the verdict on the current engine's start
         self._closed = False
 
     @property
@@ -116,6 +120,8 @@ class SupervisedEngine:
     # -- requests --------------------------------------------------------------------------------
     async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
         await wait_started(self, self.options.start_wait_s)
+        if self._judging is not None and not self._judging.done():
+            await asyncio.wait([self._judging])  # started or failed to: the verdict follows (one health call)
         engine = self._admit()
         watch = self._open[request.id] = _Open(asyncio.get_running_loop())
         self._watch(engine)
@@ -128,7 +134,7 @@ class SupervisedEngine:
                 step = asyncio.ensure_future(anext(events))
                 await asyncio.wait((step, watch.fault), return_when=asyncio.FIRST_COMPLETED)
                 if not step.done():
-                    raise EngineError(watch.fault.result())
+                    raise watch.fault.result()
                 done, step = step, None
                 try:
                     event = done.result()
@@ -188,7 +194,23 @@ class SupervisedEngine:
         if at_once or self._failures >= self.options.failures:
             self._take_down(message)
 
-    # -- watchdog --------------------------------------------------------------------------------
+    # -- start and watchdog ----------------------------------------------------------------------
+    def start(self) -> None:
+        """Watch the current engine's start (call in the event loop): one that does not become ready and healthy
+        is taken down like a failed one, told once, and rebuilt with backoff."""
+        asyncio.get_running_loop()  # RuntimeError outside one
+        if self._judging is None or self._judging.done():
+            self._judging = self._spawn(self._judge_start(self._engine))
+
+    async def _judge_start(self, engine: Engine) -> None:
+        ok, detail = await self._started(engine)
+        if engine is not self._engine or self._closed:
+            return
+        if ok:
+            self._ready_at = self._ready_at or time.monotonic()
+        elif self._down is None:
+            self._take_down(f"did not start: {detail}", told=f"the {self.name} engine did not start: {detail}")
+
     def _watch(self, engine: Engine) -> None:
         if self._readiness is None:
             self._readiness = self._spawn(self._note_ready(engine))
@@ -226,16 +248,39 @@ class SupervisedEngine:
         return None
 
     # -- outage and rebuild ----------------------------------------------------------------------
-    def _take_down(self, message: str) -> None:
+    def _take_down(self, message: str, told: str | None = None) -> None:
         self._down = message
-        for w in self._open.values():  # every request in flight fails now
-            if not w.fault.done():
-                w.fault.set_result(f"the {self.name} engine failed: {message}")
+        self._fail_open(EngineError(f"the {self.name} engine failed: {message}"))
         if not self._told:
             self._told = True
             if self.on_outage is not None:
-                self.on_outage(f"the {self.name} engine failed ({message}); restarting it")
+                self.on_outage(f"{told or f'the {self.name} engine failed ({message})'}; restarting it")
         self._recovery = self._spawn(self._recover())
+
+    def _fail_open(self, error: EngineError) -> None:
+        for w in self._open.values():  # every request in flight ends now
+            if not w.fault.done():
+                w.fault.set_result(error)
+
+    async def replace(self, build: Callable[[Recorder], Engine], options: SupervisorOptions) -> None:
+        """Serve from an engine `build` makes (new settings): the current one is closed first (a GPU holds one
+        model at a time), its requests end as unavailable (not as failures: nothing is told), and the new one's
+        start is watched. An outage in progress ends with it."""
+        if self._closed:
+            return
+        self._down = "rebuilding for new settings"
+        self._fail_open(EngineUnavailable(f"the {self.name} engine is rebuilt for new settings"))
+        for task in (self._recovery, self._judging):
+            if task is not None:
+                task.cancel()
+        await self._close(self._engine)
+        self._build, self.options = build, options
+        self._engine = build(self.recorder)
+        self.name = self._engine.name
+        self._ready_at = self._readiness = self._judging = None
+        self._failures = self._attempt = 0
+        self._down, self._told = None, False
+        self.start()
 
     async def _recover(self) -> None:
         while not self._closed:
@@ -247,6 +292,7 @@ class SupervisedEngine:
             self._spawn(self._close(self._engine))
             self._engine, self._ready_at, self._readiness = self._build(self.recorder), None, None
             self.restarts += 1
+            self._judging = None  # this loop judges the rebuilt engine's start itself
             ok, detail = await self._started(self._engine)
             if ok:
                 self._ready_at = time.monotonic()

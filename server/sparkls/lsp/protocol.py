@@ -257,6 +257,7 @@ class SparkServer(LanguageServer):
         self.session = Session()
         self.guard: Guard | None = None  # over a network transport: what a client may not choose
         self.active = False  # a network client is being served (one at a time)
+        self.engine_starts = 0  # engine starts shown as progress (each rebuild is one more)
         self.completions = CompletionService(self.session)
         self.edits = EditService(self.session)
 

@@ -125,7 +125,8 @@ class Telemetry:
     def __init__(self, session: Session, completions: CompletionService) -> None:
         self.session = session
         self.completions = completions
-        self.port: int | None = None  # the port `start` was given on initialize (0: off)
+        self.port: int | None = None  # the port `start` was given (0: off)
+        self._moving: asyncio.Future[None] | None = None  # a move to another port (`reconfigured`)
         self.registry: CollectorRegistry | None = None  # the private registry, once served (kept after `stop`)
         self.instruments: Instruments | None = None  # None while off: the hooks do nothing
         self._http: WSGIServer | None = None
@@ -136,8 +137,8 @@ class Telemetry:
 
     # -- serving ---------------------------------------------------------------------------------
     def start(self, port: int) -> str | None:
-        """Serve the metrics on 127.0.0.1:`port` (0: stay off); once, on initialize. A problem (the port is
-        taken) is returned as a message and leaves the metrics off."""
+        """Serve the metrics on 127.0.0.1:`port` (0: stay off): on initialize, and on a `metricsPort` change. A
+        problem (the port is taken) is returned as a message and leaves the metrics off."""
         if self.port is not None:
             return None
         self.port = port
@@ -270,9 +271,19 @@ class Telemetry:
         pass
 
     def reconfigured(self) -> None:
-        if self.port is not None and self.session.settings.metrics_port != self.port:
-            log.warning("metricsPort changed to %d: restart the server to use it (metrics stay %s)",
-                        self.session.settings.metrics_port, f"on port {self.port}" if self.instruments else "off")
+        port = self.session.settings.metrics_port
+        if self.port is not None and port != self.port:
+            self.port = port  # what is asked for now; a later change while this one runs moves again
+            self._moving = asyncio.ensure_future(self._move(port))
+
+    async def _move(self, port: int) -> None:
+        """Serve on `port` instead (a settings change; 0: stop); a port taken leaves the metrics off, logged."""
+        await self.stop()
+        if self.port != port:
+            return
+        self.port = None
+        if (problem := self.start(port)) is not None:
+            log.warning("%s", problem)
 
     async def shutdown(self) -> None:
         await self.stop()

@@ -1,10 +1,8 @@
-// What the extension sends the server as settings, and which changes need the server restarted.
+// What the extension sends the server as settings, and which changes need the server restarted (launch only).
 
 /** Keys of the `sparkls` section that configure this extension, not the server. */
 export const CLIENT_KEYS = ['server', 'nextEdit', 'trace'] as const;
 
-/** Server settings that take effect only when the server starts (it refuses them while running). */
-export const RESTART_KEYS = ['engine', 'model', 'modelPath', 'threads', 'prefillThreads', 'kvStatesMb', 'contextSize', 'logLevel'] as const;
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
@@ -15,7 +13,11 @@ export function serverSettings(section: Record<string, unknown>): Record<string,
   return plain;
 }
 
-/** Whether a configuration change needs the server restarted (`affects('sparkls.engine')` etc.). */
+/**
+ * Whether a configuration change needs the server restarted: only how it is launched (`sparkls.server`). The server
+ * takes every one of its own settings while it runs (`workspace/didChangeConfiguration`), rebuilding its engine when
+ * one the engine is built from changes (docs/settings.md lists them).
+ */
 export function needsRestart(affects: (section: string) => boolean): boolean {
-  return affects('sparkls.server') || RESTART_KEYS.some((key) => affects(`sparkls.${key}`));
+  return affects('sparkls.server');
 }

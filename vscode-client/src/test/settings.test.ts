@@ -10,11 +10,11 @@ test('the server gets its settings as plain JSON without the client keys', () =>
   assert.deepEqual(serverSettings(section), { engine: 'fake', threads: 2, excludeFiles: ['*.secret'] });
 });
 
-test('engine, model and launch changes restart the server; others are sent to it', () => {
+test('only launch changes restart the server; engine, model and the rest are sent to it', () => {
   const affects = (changed: string[]) => (s: string) => changed.some((c) => c === s || c.startsWith(`${s}.`));
-  assert.equal(needsRestart(affects(['sparkls.engine'])), true);
-  assert.equal(needsRestart(affects(['sparkls.modelPath'])), true);
   assert.equal(needsRestart(affects(['sparkls.server.python'])), true);
+  assert.equal(needsRestart(affects(['sparkls.engine'])), false);
+  assert.equal(needsRestart(affects(['sparkls.modelPath'])), false);
   assert.equal(needsRestart(affects(['sparkls.suffixTokens'])), false);
   assert.equal(needsRestart(affects(['editor.fontSize'])), false);
 });

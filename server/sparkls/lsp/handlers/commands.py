@@ -81,9 +81,9 @@ async def run_stream(ls: SparkServer, doc: Document, a: actions.Action) -> dict[
         if cancel is not None and cancel.cancelled():  # cancelled from the progress UI: answer normally
             return _report(s.outcome, "cancelled")
         raise
-    except EngineError as e:
-        log.exception("engine failed during a streaming edit of %s", a.uri)
-        ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
+    except EngineError as e:  # ends the edit's progress with why; an outage is told once by the supervisor
+        log.warning("engine failed during a streaming edit of %s: %s", a.uri, e)
+        log.debug("engine failure in a streaming edit", exc_info=True)
         message = "engine failed"
         return _report(s.outcome, "error")
     finally:

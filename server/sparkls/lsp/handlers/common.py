@@ -56,8 +56,8 @@ def offset(ls: SparkServer, doc: Document, position: types.Position) -> int:
 
 
 async def served(ls: SparkServer, uri: str, work: Awaitable[R]) -> R | None:
-    """The core's result, or None when the engine failed (logged with its traceback, told to the client) or the
-    document moved on while it ran (stale: its edits or text would land in the wrong place)."""
+    """The core's result, or None when the engine failed (logged; an outage is told once, by the supervisor) or
+    the document moved on while it ran (stale: its edits or text would land in the wrong place)."""
     try:
         result = await work
     except asyncio.CancelledError:
@@ -66,9 +66,9 @@ async def served(ls: SparkServer, uri: str, work: Awaitable[R]) -> R | None:
     except EngineUnavailable as e:  # down and restarting: the user was told once, not on every keystroke
         log.debug("no suggestion for %s: %s", uri, e)
         return None
-    except EngineError as e:
-        log.exception("engine failed on %s", uri)
-        ls.log_to_client(f"sparkls: engine failed: {e}", types.MessageType.Error)
+    except EngineError as e:  # the supervisor tells an outage once; one request's failure is a log line
+        log.warning("engine failed on %s: %s", uri, e)
+        log.debug("engine failure on %s", uri, exc_info=True)
         return None
     if not ls.session.is_current(uri, result.version):
         log.info("%s: dropped as stale (computed for v%d)", result.request_id, result.version)

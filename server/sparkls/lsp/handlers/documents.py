@@ -75,13 +75,19 @@ def _tell(ls: SparkServer, level: str, message: str) -> None:
 
 
 async def initialized(ls: SparkServer, params: types.InitializedParams) -> None:
+    await show_start(ls)
+
+
+async def show_start(ls: SparkServer) -> None:
     """Show the engine's start as `$/progress`, one report per stage where the engine can say (vLLM: engine
-    core, weights, compile, KV cache); requests meanwhile are answered empty after `engineStartWaitMs`. Say
-    once, as a message, when it failed."""
+    core, weights, compile, KV cache); requests meanwhile wait up to `engineStartWaitMs`. A start that fails ends
+    the progress with why; the supervisor tells the user once, as for any outage."""
     engine = ls.session.engine
     if engine is None:
         return
-    token, name = "sparkls-engine-start", ls.session.settings.engine
+    ls.engine_starts += 1  # a progress token is used once: a rebuild's start is `sparkls-engine-start-2`, ...
+    token = "sparkls-engine-start" + (f"-{ls.engine_starts}" if ls.engine_starts > 1 else "")
+    name = ls.session.settings.engine
     shown = await begin_progress(ls, token, f"sparkls: starting {name}", cancellable=False, message="loading model")
     started = time.monotonic()
     waiting = asyncio.ensure_future(engine.ready())
@@ -108,20 +114,22 @@ async def initialized(ls: SparkServer, params: types.InitializedParams) -> None:
     if shown:
         ls.work_done_progress.end(token, types.WorkDoneProgressEnd(
             message=f"ready in {took:.1f} s" if h.ok else f"failed: {h.detail}"))
-    if not h.ok:
-        ls.window_show_message(types.ShowMessageParams(
-            type=types.MessageType.Error, message=f"sparkls: the {name} engine did not start: {h.detail}"))
 
 
 async def shutdown(ls: SparkServer, params: None) -> None:
     await ls.session.shutdown()
 
 
-def did_change_configuration(ls: SparkServer, params: types.DidChangeConfigurationParams) -> None:
+async def did_change_configuration(ls: SparkServer, params: types.DidChangeConfigurationParams) -> None:
+    """New settings take effect now: the log level, and the engine rebuilt (its start shown as progress) when
+    one of its options changed."""
     settings, problems = resolve(_guarded(ls, params.settings), ls.session.settings)
     for problem in problems:
         log.warning("settings: %s", problem)
-    ls.session.configure(settings)
+    logging.getLogger("sparkls").setLevel(settings.log_level.upper())
+    if ls.session.configure(settings):
+        await ls.session.rebuild_engine()
+        await show_start(ls)
 
 
 def did_open(ls: SparkServer, params: types.DidOpenTextDocumentParams) -> None:
