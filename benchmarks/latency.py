@@ -467,7 +467,16 @@ def machine() -> dict[str, Any]:
     return {"cpu": cpu_model(), "cores": os.cpu_count(), "arch": platform.machine(),
             "date": datetime.now().astimezone().isoformat(timespec="seconds"),
             "command": shlex.join([Path(sys.executable).name, *sys.argv]), "argv": sys.argv,
-            "python": platform.python_version(), "llama_cpp_python": llama}
+            "python": platform.python_version(), "llama_cpp_python": llama, "llama_cpp_kernels": kernels()}
+
+
+def kernels() -> str | None:
+    """The CPU features the installed llama.cpp build uses (`llama_print_system_info`): builds differ."""
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    return llama_cpp.llama_print_system_info().decode().strip()
 
 
 def save(out: str, payload: dict[str, Any], table: str) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import os
 import threading
@@ -47,6 +48,65 @@ from sparkls.engine.scheduler import PriorityScheduler
 from sparkls.engine.stops import stop_start
 
 log = logging.getLogger(__name__)
+native_log = logging.getLogger("sparkls.engine.llama.cpp")  # llama.cpp's own lines: its loader's at debug
+# ggml_log_level: debug, info (the loader's metadata dump), warn (mostly notes on the model file), error
+_NATIVE_LEVELS = {1: logging.DEBUG, 2: logging.DEBUG, 3: logging.INFO, 4: logging.ERROR}
+_native_callback: Any = None  # the ctypes callback llama.cpp holds: kept alive here
+
+
+class _NativeLines:
+    """llama.cpp's log (its C callback, and llama-cpp-python's prints while the model loads) as log records,
+    a line each: its loader's ~100 lines of metadata are debug, not errors in the editor."""
+
+    def __init__(self) -> None:
+        self._pending, self._level = "", logging.DEBUG
+
+    def __call__(self, level: int, text: bytes, _user: object) -> None:
+        if level != 5:  # GGML_LOG_LEVEL_CONT continues the previous record
+            self._level = _NATIVE_LEVELS.get(level, logging.DEBUG)
+        self._take(text.decode("utf-8", "replace"), self._level)
+
+    def write(self, text: str) -> int:  # llama-cpp-python's prints: debug
+        self._take(text, logging.DEBUG)
+        return len(text)
+
+    def _take(self, text: str, level: int) -> None:
+        *lines, self._pending = (self._pending + text).split("\n")
+        for line in lines:
+            if line.strip():
+                native_log.log(level, "%s", line)
+
+    def flush(self) -> None:
+        pass
+
+
+def _route_native_log(llama_cpp: Any) -> _NativeLines:
+    """Send llama.cpp's log to `native_log` (once per process); the writer for Python-side prints."""
+    global _native_callback
+    lines = _NativeLines()
+    if _native_callback is None:
+        import ctypes
+
+        _native_callback = llama_cpp.llama_log_callback(lines)
+        llama_cpp.llama_log_set(_native_callback, ctypes.c_void_p(0))
+    return lines
+
+
+def kernel_note(system_info: str, cpu_flags: str) -> str | None:
+    """What the CPU could run faster than this llama.cpp build does (a portable AVX2 build on an AVX-512 CPU:
+    prefill ~1.4x slower, docs/decisions/0003), or None."""
+    if "avx512f" in cpu_flags.split() and "AVX512 = 1" not in system_info:
+        return ("this CPU has AVX-512 but the llama.cpp build uses AVX2 kernels: a build for this machine prefills "
+                "about 1.4x faster (docs/decisions/0003-cpu-kernels.md)")
+    return None
+
+
+def _cpu_flags() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return next((line.split(":", 1)[1] for line in f if line.startswith("flags")), "")
+    except OSError:
+        return ""
 
 
 def default_threads() -> int:
@@ -176,17 +236,18 @@ class LlamaCppEngine:
             self.model_path = str(resolve_model_path(self.options.model_path, self.options.model))
             threads = self.options.threads or default_threads()
             batch_threads = self.options.prefill_threads or default_prefill_threads()
-            self._llm = Llama(
-                model_path=self.model_path, n_ctx=self.options.n_ctx, n_threads=threads,
-                n_threads_batch=batch_threads, n_batch=self.options.n_batch,
-                # verbose=False would dup2 fds 1 and 2 to /dev/null during the load, process-wide:
-                # on stdio that silently eats every LSP response sent meanwhile. Log, then quiet it.
-                verbose=True,
-            )
-            from llama_cpp._logger import set_verbose
-
-            set_verbose(False)
-            self._llm.verbose = False  # its own prints (prefix-match notes) go quiet too
+            lines = _route_native_log(llama_cpp)
+            with contextlib.redirect_stderr(lines):  # llama-cpp-python's prints (metadata, CPU features) too
+                self._llm = Llama(
+                    model_path=self.model_path, n_ctx=self.options.n_ctx, n_threads=threads,
+                    n_threads_batch=batch_threads, n_batch=self.options.n_batch,
+                    # verbose=False would dup2 fds 1 and 2 to /dev/null during the load, process-wide:
+                    # on stdio that silently eats every LSP response sent meanwhile. Log, then quiet it.
+                    verbose=True,
+                )
+            self._llm.verbose = False  # its own prints (prefix-match notes) go quiet
+            if note := kernel_note(llama_cpp.llama_print_system_info().decode(), _cpu_flags()):
+                log.info("%s", note)
             self._open_slots(self._llm, len(Priority) if self.options.reuse_cache else 1)
             self._vocab = Vocabulary([self._llm.detokenize([i]) for i in range(self._llm.n_vocab())])
             log.info("llama.cpp loaded %s (threads=%d, prefill threads=%d)", self.model_path, threads, batch_threads)
