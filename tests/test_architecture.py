@@ -171,3 +171,12 @@ def test_ci_runs_the_readmes_test_command():
     blocks = readme.split("```sh\n")[1:]
     test_cmd = next(b.split("\n```")[0].strip() for b in blocks if "pytest" in b)
     assert test_cmd in ci
+
+
+def test_the_front_door_documents_stay_short_enough_to_read():
+    """README and ARCHITECTURE.md at most 12 KiB, benchmarks/README.md 15 KiB: the rest goes to docs/."""
+    limits = {"README.md": 12, "ARCHITECTURE.md": 12, "benchmarks/README.md": 15}
+    sizes = {name: len((ROOT / name).read_bytes()) for name in limits}
+    assert all(sizes[name] <= kib * 1024 for name, kib in limits.items()), sizes
+    for name in ("LICENSE", "CONTRIBUTING.md", "CHANGELOG.md"):
+        assert (ROOT / name).is_file(), name
