@@ -180,3 +180,21 @@ def test_the_front_door_documents_stay_short_enough_to_read():
     assert all(sizes[name] <= kib * 1024 for name, kib in limits.items()), sizes
     for name in ("LICENSE", "CONTRIBUTING.md", "CHANGELOG.md"):
         assert (ROOT / name).is_file(), name
+
+
+def test_no_two_modules_define_a_class_or_type_alias_of_the_same_name():
+    """One name, one thing: a reader who meets `Frame` or `Engine` knows which it is without the import."""
+    defined: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "server" / "sparkls").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                names = [node.name]
+            elif isinstance(node, ast.Assign | ast.AnnAssign):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                # CamelCase module-level names are type aliases here (constants are UPPER_CASE)
+                names = [t.id for t in targets if isinstance(t, ast.Name) and t.id[:1].isupper() and not t.id.isupper()]
+            else:
+                names = []
+            for name in names:
+                defined.setdefault(name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in defined.items() if len(paths) > 1} == {}

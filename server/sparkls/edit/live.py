@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from sparkls.edit import diff, rewrite
 from sparkls.edit.generate import LineGeneration, request_for
 from sparkls.engine.base import Engine, EngineError, GenerationStats, Priority, new_request_id
+from sparkls.session import Change
 from sparkls.settings import Settings
 from sparkls.text.document import Document, file_name
 
@@ -50,7 +51,6 @@ class Buffer(Protocol):
     def progress(self, message: str) -> None: ...
 
 
-Change = tuple[int, int, int, str]  # (version it made, start, end, new text), offsets before the change
 
 
 class RegionTracker:

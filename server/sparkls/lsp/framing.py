@@ -54,7 +54,7 @@ class Skipped:
     reason: str
 
 
-Frame = Message | Unparsable | Skipped
+Framed = Message | Unparsable | Skipped
 
 
 class Framer:
@@ -74,7 +74,7 @@ class Framer:
         self._buf += data
         self._stall_checked = False
 
-    def frames(self) -> Iterator[Frame]:
+    def frames(self) -> Iterator[Framed]:
         """Every frame complete in what was fed so far."""
         while True:
             if self._length is None:
@@ -88,7 +88,7 @@ class Framer:
             self._length = None
             yield self._parse(body)
 
-    def stalled(self) -> Iterator[Frame]:
+    def stalled(self) -> Iterator[Framed]:
         """The body read so far, if it already holds a whole JSON value (its declared length was too long)."""
         if self._length is None or self._stall_checked or not self._buf:
             return
@@ -104,7 +104,7 @@ class Framer:
         yield message
         yield from self.frames()
 
-    def _parse(self, body: bytes) -> Frame:
+    def _parse(self, body: bytes) -> Framed:
         found = _message_in(body, self._declared)
         if found is None:
             return Unparsable(_why_unparsable(body))
@@ -112,7 +112,7 @@ class Framer:
         self._buf[:0] = rest  # a length too long took the start of the next message: read it again
         return message
 
-    def _headers(self) -> Iterator[Frame]:
+    def _headers(self) -> Iterator[Framed]:
         """Read one header block from the buffer, skipping what comes before it (one `Skipped` for all of it);
         sets `_length` once the block is whole."""
         skipped, reason = 0, "bytes outside a message"

@@ -42,7 +42,7 @@ from pygls.protocol.language_server import lsp_method
 from sparkls import __version__
 from sparkls.completion.service import CompletionService
 from sparkls.edit.service import EditService
-from sparkls.lsp.framing import Frame, Framer, Message, Skipped, Unparsable
+from sparkls.lsp.framing import Framed, Framer, Message, Skipped, Unparsable
 from sparkls.lsp.network import SUBPROTOCOL, Guard, Listen, handshake_problem, tcp_problem
 from sparkls.session import Session
 
@@ -108,7 +108,7 @@ class SparkProtocol(LanguageServerProtocol):
             framer.feed(data)
             self._receive_all(framer.frames())
 
-    def _receive_all(self, frames: Iterable[Frame]) -> None:
+    def _receive_all(self, frames: Iterable[Framed]) -> None:
         for frame in frames:
             if isinstance(frame, Skipped):
                 log.warning("skipped %d bytes of the stream: %s", frame.size, frame.reason)
