@@ -7,6 +7,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,25 @@ def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams
 
 async def metrics(c: LanguageClient) -> Any:
     return await asyncio.wait_for(c.protocol.send_request_async("sparkls/metrics", None), 30)
+
+
+async def health(c: LanguageClient) -> Any:
+    """`sparkls/health`. The server handles messages in order, so once it answers, whatever the messages sent
+    before it caused (a `window/showMessage`, say) has arrived."""
+    return await asyncio.wait_for(c.protocol.send_request_async("sparkls/health", None), 30)
+
+
+async def until_in_engine(c: LanguageClient, timeout_s: float = 60) -> None:
+    """Wait until the suggestion asked for last is in the engine (`sparkls/health`: a suggestion job runs and the
+    engine holds a request; a running suggestion stops any warm-up): a cancel or a keystroke sent now meets it there."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        h = await health(c)
+        if h.server.suggestionJobs >= 1 and getattr(h.stats, "open_requests", 0) >= 1:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no suggestion reached the engine within {timeout_s:.0f} s: {h}")
+        await asyncio.sleep(0.01)
 
 
 async def raw_request(c: LanguageClient, method: str, params: Any, msg_id: int = 90001) -> Any:

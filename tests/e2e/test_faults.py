@@ -16,14 +16,10 @@ from pygls.exceptions import JsonRpcException
 
 from tests.conftest import require
 from tests.e2e.editor import Editor
-from tests.e2e.lsp_client import inline_params, lsp, metrics, open_doc, position
+from tests.e2e.lsp_client import health, inline_params, lsp, metrics, open_doc, position
 from tests.servers import FaultyOpenAIServer
 
 TEXT = "def double(x):\n    retu\n"
-
-
-async def health(c):
-    return await asyncio.wait_for(c.protocol.send_request_async("sparkls/health", None), 30)
 
 
 async def until_healthy(c, restarts: int, timeout_s: float = 120):
@@ -92,6 +88,11 @@ async def test_a_remote_nobody_listens_on_is_one_message_however_many_requests_a
         assert not [m for m in c.log_messages if m.type == types.MessageType.Error]
 
 
+# What the outage message names as the cause, per fault: for a hang, the request's own timeout (`openaiTimeoutS`,
+# 2 s), not the stall watchdog (`engineStallSeconds`, 5 s).
+CAUSE = {"500": "HTTP 500", "garbage": "JSONDecodeError", "drop": "mid-stream", "hang": "timed out"}
+
+
 @pytest.mark.parametrize("mode", ["500", "garbage", "drop", "hang"])
 async def test_a_misbehaving_remote_gets_empty_answers_one_message_and_is_not_hammered(mode):
     server = FaultyOpenAIServer().start()
@@ -107,11 +108,12 @@ async def test_a_misbehaving_remote_gets_empty_answers_one_message_and_is_not_ha
                 items, took = await t.key(ch, cursor + i)
                 assert items == []
                 slowest = max(slowest, took)
-            assert slowest < 3.5  # each answer within about the remote timeout, never a hang
+            assert slowest < 30  # a liveness bound (never a hang); what ended each request is named below
             # Three failed requests take the engine down; while it is down nothing is sent (plus at most one
             # probe per restart: the first request after each restart).
             assert server.completions - served_before <= 5
             assert len(errors(c)) == 1 and "openai engine failed" in errors(c)[0]
+            assert CAUSE[mode] in errors(c)[0], errors(c)
             server.mode = "ok"
             await until_healthy(c, restarts=1)
             await t.until_suggested()
@@ -128,12 +130,12 @@ async def test_a_dead_remote_is_probed_with_backoff_and_picked_up_when_it_return
             cursor = TEXT.index("retu") + 4
             assert await t.ask(cursor)
             server.stop()  # the remote server dies
-            times = []
             for i, ch in enumerate("xs = [x]"):
-                items, took = await t.key(ch, cursor + i)
+                items, _ = await t.key(ch, cursor + i)
                 assert items == []
-                times.append(took)
-            assert max(times[3:]) < 0.5  # the circuit is open: answered at once, nothing sent
+                if i == 2:  # three failed requests open the circuit: the keystrokes after it are answered at once,
+                    h = await health(c)  # nothing sent (the remote being dead, its restarts fail: it stays open)
+                    assert not h.ok and "down" in h.detail, h
             h = await health(c)
             assert not h.ok and "down" in h.detail
             server.start()  # it comes back on the same port

@@ -57,6 +57,7 @@ class Server:
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.responses: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         self.null_id_errors: list[dict[str, Any]] = []
+        self.server_requests: list[str] = []  # the methods of the server's own requests, in order
         self.sent_ids: set[Any] = set()
         self.stderr: deque[bytes] = deque(maxlen=300)
         self.ids = itertools.count(1)
@@ -100,6 +101,11 @@ class Server:
                                      f"(server {'alive' if self.proc.poll() is None else 'exited'}):\n{self.log()}")
             return self.responses[msg_id][0]
 
+    def wait_server_request(self, method: str, timeout: float = WAIT_S) -> None:
+        with self._changed:
+            if not self._changed.wait_for(lambda: method in self.server_requests, timeout):
+                raise AssertionError(f"the server did not ask {method} within {timeout} s:\n{self.log()}")
+
     def wait_null_id_errors(self, count: int, timeout: float = WAIT_S) -> list[dict[str, Any]]:
         with self._changed:
             if not self._changed.wait_for(lambda: len(self.null_id_errors) >= count, timeout):
@@ -138,8 +144,12 @@ class Server:
 
     def _received(self, message: dict[str, Any]) -> None:
         if "method" in message:
-            if "id" in message and self.answer_server_requests:  # the server asks (progress, applyEdit): null
-                self.send_bytes(frame({"jsonrpc": "2.0", "id": message["id"], "result": None}), counted=False)
+            if "id" in message:  # the server asks (progress, applyEdit): answered with null, unless held back
+                with self._changed:
+                    self.server_requests.append(message["method"])
+                    self._changed.notify_all()
+                if self.answer_server_requests:
+                    self.send_bytes(frame({"jsonrpc": "2.0", "id": message["id"], "result": None}), counted=False)
             return
         with self._changed:
             if message.get("id") is None:
@@ -646,7 +656,7 @@ def test_shutdown_while_initialized_still_runs_is_answered_with_null():
     with server(None) as s:
         s.answer_server_requests = False
         s.initialize("utf-16", progress=True)
-        time.sleep(0.5)
+        s.wait_server_request("window/workDoneProgress/create")  # `initialized` now waits for its answer
         answer = s.call("shutdown")
         assert answer.get("result", answer) is None
         s.notify("exit", None)

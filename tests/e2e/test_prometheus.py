@@ -25,7 +25,7 @@ from sparkls.engine.metrics import Recorder
 from sparkls.lsp.telemetry import Telemetry
 from sparkls.session import Session
 
-from tests.e2e.lsp_client import inline_params, lsp, metrics, open_doc
+from tests.e2e.lsp_client import inline_params, lsp, metrics, open_doc, until_in_engine
 from tests.servers import free_port
 
 SECRET = "sk-prom-never-in-a-scrape-7f3a"
@@ -78,10 +78,10 @@ async def test_the_scrape_counts_the_suggestions_engine_requests_and_cancellatio
         fut = asyncio.ensure_future(c.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION,
             inline_params("file:///w/slow.py", types.Position(line=1, character=4)), msg_id=777))
-        await asyncio.sleep(0.3)
+        await until_in_engine(c)  # cancelled while the engine generates it
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
         with pytest.raises(JsonRpcException):
-            await asyncio.wait_for(fut, 5)
+            await asyncio.wait_for(fut, 30)
         m = await metrics(c)
         text = await asyncio.to_thread(scrape, port)
 

@@ -10,7 +10,18 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.e2e.lsp_client import CLIENTS, HELIX, inline_params, lsp, metrics, open_doc, position, raw_request
+from tests.e2e.lsp_client import (
+    CLIENTS,
+    HELIX,
+    health,
+    inline_params,
+    lsp,
+    metrics,
+    open_doc,
+    position,
+    raw_request,
+    until_in_engine,
+)
 from tests.test_edits import apply_lsp
 
 # A line with an emoji and CJK before the cursor, so each encoding gives a different character.
@@ -125,14 +136,15 @@ async def test_cancel_request_aborts_the_engine_and_answers_request_cancelled():
         fut = asyncio.ensure_future(c.protocol.send_request_async(
             types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, types.Position(line=1, character=4)),
             msg_id=4242))
-        await asyncio.sleep(0.3)
+        await until_in_engine(c)
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4242))
         with pytest.raises(JsonRpcException) as err:
-            await asyncio.wait_for(fut, 5)
+            await asyncio.wait_for(fut, 30)
         assert err.value.code == types.LSPErrorCodes.RequestCancelled
         m = await metrics(c)
         (rec,) = m.engine
-        assert rec.finish_reason == "abort" and rec.decode_tokens < 30  # 134 tokens were scripted
+        # stopped before the end of its script (134 tokens, 6.7 s at 50 ms each): the cancel reached the engine
+        assert rec.finish_reason == "abort" and rec.decode_tokens < 134
         # The engine is free again: the next request completes.
         nxt = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
         assert nxt.items
@@ -145,7 +157,7 @@ async def test_a_newer_request_for_the_same_document_supersedes_the_older():
         open_doc(c, uri, "def f():\n    \n")
         pos = types.Position(line=1, character=4)
         first = asyncio.ensure_future(c.text_document_inline_completion_async(inline_params(uri, pos)))
-        await asyncio.sleep(0.15)
+        await until_in_engine(c)  # the first is being generated (34 tokens, 1 s at 30 ms each)
         # The user types a character: a new version, a new request.
         c.text_document_did_change(types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
@@ -245,7 +257,7 @@ async def test_a_five_megabyte_file_is_served_and_edited():
 
 async def test_invalid_settings_warn_once_and_fall_back_to_defaults():
     async with lsp(options={"engine": "fake", "threads": "many"}) as (c, _):
-        await asyncio.sleep(0.1)
+        await health(c)  # a round trip: the warning, sent while `initialize` was handled, has arrived
         assert any("threads" in m.message for m in c.messages)
         uri = "file:///w/a.py"
         open_doc(c, uri, "def f():\n    \n")
@@ -326,7 +338,7 @@ async def test_an_engine_that_fails_to_load_ends_its_progress_and_says_so_once(t
             assert not res.items
         # The requests were answered after the supervisor's verdict (they wait for it), so its one message is in;
         # a round trip after them brings anything they caused.
-        await c.protocol.send_request_async("sparkls/health", None)
+        await health(c)
         errors = [m.message for m in c.messages if m.type == types.MessageType.Error]
         assert len(errors) == 1 and "did not start" in errors[0] and "missing.gguf" in errors[0]
         assert not [m for m in c.log_messages if m.type == types.MessageType.Error]

@@ -98,8 +98,14 @@ step('completion', function()
   keys('A<C-x><C-o>')
   assert(wait_for(function() return vim.fn.pumvisible() == 1 end), 'no completion menu')
   result.completion_items = vim.tbl_map(function(i) return i.word end, vim.fn.complete_info({ 'items' }).items)
+  -- accepting fires CompleteDone, where vim.lsp.completion's handler (registered before this one) applies the item;
+  -- scheduled from here, `accepted` is set after that handler and after anything it scheduled
+  local accepted = false
+  vim.api.nvim_create_autocmd('CompleteDone', { buffer = 0, once = true, callback = function()
+    vim.schedule(function() accepted = true end)
+  end })
   keys('<C-y>')
-  wait_for(function() return false end, 300)  -- CompleteDone applies the textEdit
+  assert(wait_for(function() return accepted end), 'the completion was not accepted')
   keys('<Esc>')
   assert(wait_for(function() return vim.api.nvim_get_mode().mode == 'n' end), 'still in insert mode')
   result.after = table.concat(vim.api.nvim_buf_get_lines(0, row - 1, row + 2, false), '\n')
@@ -112,6 +118,12 @@ local function engine_requests()
   return assert(r and r.result, 'no metrics').engine
 end
 
+local function in_engine()  -- a suggestion runs and the engine holds its request (see tests/e2e/lsp_client.py)
+  local r = client:request_sync('sparkls/health', {}, timeout, 0)
+  local h = assert(r and r.result, 'no health')
+  return h.server.suggestionJobs >= 1 and (h.stats.open_requests or 0) >= 1
+end
+
 step('cancel', function()
   local row = row_of('SPARKLS_NVIM_CANCEL_AT')
   local seen = {}
@@ -119,7 +131,7 @@ step('cancel', function()
   local answered = false
   local ok, id = client:request('textDocument/inlineCompletion', inline_params(row), function() answered = true end, 0)
   assert(ok, 'request not sent')
-  wait_for(function() return false end, 300)  -- the engine is working on it
+  assert(wait_for(in_engine), 'the request did not reach the engine')
   client:cancel_request(id)
   local t0 = vim.uv.hrtime()
   local aborted
@@ -153,12 +165,14 @@ step('code_action', function()
     end,
   })
   assert(wait_for(function() return vim.b.changedtick ~= tick end), 'the action changed nothing')
-  -- the streamed edit has finished when the buffer has not changed for a second
-  local last, since = vim.b.changedtick, vim.uv.now()
-  wait_for(function()
-    if vim.b.changedtick ~= last then last, since = vim.b.changedtick, vim.uv.now() end
-    return vim.uv.now() - since > 1000
-  end)
+  -- the edit has finished when Neovim has no request pending: its command (`workspace/executeCommand`, whose
+  -- edits come as `workspace/applyEdit`, applied before they are answered) or `codeAction/resolve` is answered
+  assert(wait_for(function()
+    for _, r in pairs(client.requests) do
+      if r.type == 'pending' then return false end
+    end
+    return true
+  end), 'the action did not finish')
   result.actions = offered
   result.action_after = table.concat(lines(), '\n')
 end)

@@ -81,9 +81,10 @@ await step('open', async () => {
   await page.locator('.quick-input-list .monaco-list-row', { hasText: path.basename(file) }).first().waitFor();
   await page.keyboard.press('Enter');
   await page.locator('.monaco-editor .view-lines', { hasText: original.split('\n')[0] }).first().waitFor();
-  // the extension starts the server; the status bar shows the model once the engine is ready
+  // the extension starts the server; the status bar shows the model once the engine is ready: "$(sparkle) MODEL"
+  // (core/status.ts), where it showed "$(loading~spin) sparkls: loading MODEL" (the icons render as no text)
   result.status_loading = await statusItem().innerText();
-  await waitUntil(async () => /qwen|fake/.test(await statusItem().innerText()), 'the engine to be ready');
+  await waitUntil(async () => /^(qwen|fake)/.test((await statusItem().innerText()).trim()), 'the engine to be ready');
   result.status_ready = await statusItem().innerText();
 });
 
@@ -115,7 +116,8 @@ if (scenario === 'next-edit') {
     await page.keyboard.type('r');  // typing asks for an inline completion
     const ghost = page.locator('.monaco-editor .ghost-text-decoration');
     await ghost.first().waitFor();
-    await page.waitForTimeout(300);  // the rest of the line's ghost text renders in the same frame or the next
+    // the rest of the line's ghost text renders in the same frame or the next: wait until the next is drawn
+    await page.evaluate(() => new Promise((drawn) => requestAnimationFrame(() => requestAnimationFrame(drawn))));
     result.ghost_text = (await ghost.allTextContents()).join('');
     await page.screenshot({ path: path.join(outDir, 'ghost-text.png') });
     await page.keyboard.press('Tab');
@@ -138,9 +140,11 @@ if (scenario === 'next-edit') {
     await item.waitFor();
     result.actions = await page.locator('.action-widget .monaco-list-row').allInnerTexts();
     await page.screenshot({ path: path.join(outDir, 'code-actions.png') });
+    const shownBefore = await editorText();
     await item.click({ force: true });  // the list row is under the widget's own hover layer
-    // the rewrite streams into the buffer; it is done when the status bar stops spinning and the buffer is saved
-    await page.waitForTimeout(1000);
+    // the rewrite streams into the buffer (the status bar spins from before its first line until its end); it is
+    // done when the buffer has changed and the status bar no longer spins, then the buffer is saved
+    await waitUntil(async () => (await editorText()) !== shownBefore, 'the edit to start');
     await waitUntil(async () => !/sync~spin|codicon-sync/.test(await statusItem().innerHTML()), 'the edit to finish');
     await saveFile();
     result.code_action_after = onDisk();
@@ -166,7 +170,9 @@ if (scenario === 'next-edit') {
     await command('sparkls: Stop Generation');
     await waitUntil(async () => !/sync~spin|codicon-sync/.test(await statusItem().innerHTML()), 'the rewrite to stop',
       15000);
-    await page.waitForTimeout(1000);
+    // the stop is told once the server answered it, which it does after its revert was applied to the buffer
+    await waitUntil(async () => (await page.locator('.statusbar-item', { hasText: /stopped/ }).count()) > 0,
+      'the stop to be answered', 15000);
     await saveFile();
     result.stop_after = onDisk();
     result.stop_before = before;
