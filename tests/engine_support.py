@@ -1,4 +1,5 @@
-"""Helpers for the engine tests: run a request to its end, or cancel its consumer after a few deltas."""
+"""Helpers for the engine tests: run a request to its end, cancel its consumer after a few deltas, wait for a state,
+mark a test that runs vLLM."""
 
 from __future__ import annotations
 
@@ -48,3 +49,9 @@ async def until(predicate, timeout_s: float = 60.0) -> None:
             return
         await asyncio.sleep(0.005)
     pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {predicate}")
+
+
+def vllm_test(test):
+    """Mark `test` as one that runs vLLM (`-m "not vllm"` leaves it out) on its module's event loop, which the module's
+    engine or server fixture shares; the pure tests beside it in the same module carry neither mark."""
+    return pytest.mark.vllm(pytest.mark.asyncio(loop_scope="module")(test))

@@ -198,3 +198,22 @@ def test_no_two_modules_define_a_class_or_type_alias_of_the_same_name():
             for name in names:
                 defined.setdefault(name, []).append(str(path.relative_to(ROOT)))
     assert {name: paths for name, paths in defined.items() if len(paths) > 1} == {}
+
+
+def test_each_test_module_is_named_for_the_module_it_tests():
+    """tests/X/test_Y.py tests server/sparkls/X/Y.py (or the package X/Y/), tests/benchmarks/test_Y.py the script
+    benchmarks/Y.py; tests/e2e/ runs the whole server, and this module checks the project."""
+    tests = ROOT / "tests"
+    strays = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        if rel.parts[0] == "e2e" or rel == Path("test_architecture.py"):
+            continue
+        tested = rel.with_name(rel.name.removeprefix("test_")).with_suffix("")
+        if rel.parts[0] == "benchmarks":
+            found = (ROOT / tested).with_suffix(".py").is_file()
+        else:
+            found = (PKG / tested).with_suffix(".py").is_file() or (PKG / tested / "__init__.py").is_file()
+        if not found:
+            strays.append(rel.as_posix())
+    assert strays == []

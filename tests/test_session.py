@@ -1,6 +1,7 @@
 """The session: a settings change that the engine is built from rebuilds it, for every engine and each such
 setting (the engines are built by a recording factory that makes fake engines, named as such: no model runs
-here; tests/e2e/test_settings_runtime.py changes settings of real engines through the real server)."""
+here; tests/e2e/test_settings_runtime.py changes settings of real engines through the real server); the session
+follows document changes, and a second shutdown closes nothing again."""
 
 from __future__ import annotations
 
@@ -74,3 +75,38 @@ def test_each_engine_is_built_from_its_own_settings():
     assert "fakeResponse" in engine_settings("fake") and "openaiUrl" in engine_settings("openai")
     assert "threads" in engine_settings("llamacpp") and "vllmBlockSize" in engine_settings("vllm")
     assert "threads" not in engine_settings("vllm") and "suffixTokens" not in {k for _, k in CASES}
+
+
+def test_the_session_follows_changes_and_a_reopened_document_starts_afresh():
+    from sparkls.edit.service import EditService
+    from sparkls.session import Session
+
+    s = Session()
+    edits = EditService(s)  # hears of every change: the next-edit history
+    doc = s.open("file:///t.py", "python", 1, "a = 1\n")
+    s.update(s.change(doc, 4, 5, "2", 2))
+    assert s.changes("file:///t.py", 1) == [(2, 4, 5, "2")]
+    assert s.snapshot("file:///t.py").text == "a = 2\n"
+    assert len(edits.histories["file:///t.py"].hunks) == 1
+    s.open("file:///t.py", "python", 1, "b = 1\n")  # closed and opened again: versions restart
+    assert s.changes("file:///t.py", 0) is None  # the log of the old lifetime is gone
+    assert "file:///t.py" not in edits.histories
+
+
+async def test_shutting_the_session_down_twice_closes_the_engine_once():
+    from sparkls.completion.service import CompletionService
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.session import Session
+
+    closes = []
+
+    class Counting(FakeEngine):
+        async def close(self) -> None:
+            closes.append(1)
+
+    session = Session(engine=Counting())
+    completions = CompletionService(session)
+    await session.shutdown()  # the client's `shutdown` request
+    await session.shutdown()  # then the transport closing
+    assert closes == [1]
+    assert (await completions.metrics()).engine_name == "fake"

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import get_args
 
 from sparkls.engine.model_files import BUNDLED
+from sparkls.engine.openai import OpenAIOptions
 from sparkls.settings import FAMILIES, BundledModelName, FimTemplateName, Settings, resolve, settings_page
 
 
@@ -76,3 +77,12 @@ def test_sparkls_schema_prints_every_setting_with_its_default_and_limits():
         d = prop["default"]
         assert prop.get("minimum", d) <= d <= prop.get("maximum", d), key
         assert d in prop.get("enum", [d]), key
+
+
+def test_the_api_key_is_not_shown_in_settings_or_their_error_messages():
+    s, problems = resolve({"engine": "openai", "openaiApiKey": "sk-secret-1"})
+    assert s.openai_api_key == "sk-secret-1" and problems == []
+    assert "sk-secret-1" not in repr(s) and "sk-secret-1" not in repr(OpenAIOptions(api_key="sk-secret-1"))
+    _, problems = resolve({"openaiApiKey": ["sk-secret-2"]})
+    assert problems and "sk-secret-2" not in problems[0] and "(hidden)" in problems[0]
+    assert Settings().priority_scheduling is True

@@ -12,7 +12,7 @@ from pytest_lsp import LanguageClient
 from sparkls.tools.client import read_code_actions_as_code_actions
 
 from tests.e2e.lsp_client import open_doc, position
-from tests.test_edits import apply_lsp, lsp_offset
+from tests.edit_support import apply_lsp, lsp_offset
 
 
 @dataclass

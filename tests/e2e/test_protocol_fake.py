@@ -22,7 +22,7 @@ from tests.e2e.lsp_client import (
     raw_request,
     until_in_engine,
 )
-from tests.test_edits import apply_lsp
+from tests.edit_support import apply_lsp
 
 # A line with an emoji and CJK before the cursor, so each encoding gives a different character.
 TEXT = 'def greet(name):\n    msg = "héllo 😀 漢字" + name\n    retu\n\nprint(greet("x"))\n'

@@ -1,11 +1,9 @@
 """Stopping and trimming: end of line, end of scope, suffix repeats, brackets."""
 
-from conftest import doc_at
-from sparkls.completion import context, pipeline, prompt
+from sparkls.completion import context
 from sparkls.completion.stopping import StopPolicy, finalize, trim_line_overlap, unheal
-from sparkls.engine.base import Priority
-from sparkls.engine.fake import FakeEngine
-from sparkls.settings import Settings
+
+from tests.conftest import doc_at
 
 
 def run(text_with_cursor, generated, language="python"):
@@ -133,59 +131,3 @@ def test_a_newline_answer_after_a_comma_gives_the_next_item_and_a_same_line_answ
     assert run(dict_text, "\n    'three': 3,\n    'four': 4,\n") == "\n    'three': 3,"
     assert run(dict_text, "\n    'four': 4,\n") == ""  # the code below already starts with that item
     assert run("x = foo(a,<|>\n", " b)\nprint(x)\n") == " b)"
-
-
-async def test_an_immediate_end_after_a_comma_asks_again_for_the_next_line():
-    doc, cursor = doc_at("d = {\n    'one': 1,\n    'two': 2,<|>\n    'four': 4,\n}\n")
-    # The model ends at once after `2,`; asked again with the newline in the prompt, it writes the next item.
-    engine = FakeEngine(lambda p: "    'three': 3,\n    'four'" if p.endswith("'two': 2,\n") else "")
-    got = await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
-    assert got.text == "\n    'three': 3,"
-    assert len(engine.started) == 2
-
-
-class _Recording(FakeEngine):
-    """The fake engine, keeping each request it was given."""
-
-    def __init__(self, script):
-        super().__init__(script)
-        self.requests = []
-
-    def stream(self, request):
-        self.requests.append(request)
-        return super().stream(request)
-
-
-async def test_a_cursor_inside_a_line_asks_the_engine_to_heal_and_one_at_a_line_start_does_not():
-    engine = _Recording("parse(name)\n")
-    doc, cursor = doc_at("def f(name):\n    style = Style.<|>\n    return style\n")
-    got = await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
-    assert got.text == "parse(name)"
-    assert [r.heal for r in engine.requests] == [True]
-    assert engine.requests[0].prompt.endswith("<|fim_middle|>def f(name):\n    style = Style.")
-    engine.requests.clear()
-    doc, cursor = doc_at("def f(name):\n    <|>\n    return style\n")  # the indentation is healed instead
-    await pipeline.suggest(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"])
-    assert engine.requests and not any(r.heal for r in engine.requests)
-
-
-async def test_a_warm_up_sends_the_prompt_the_next_keystroke_only_appends_to():
-    engine = _Recording("x = 1\n")
-    doc, cursor = doc_at("def f(a):\n    total = a * 2\n    <|>\n    return total\n")
-    kept = []
-    stats = await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"], keep=kept.append)
-    (warm,) = engine.requests
-    assert warm.warm and warm.priority == Priority.BACKGROUND and stats.finish_reason == "warm"
-    typed = doc.edit(cursor, cursor, "r", doc.version + 1)  # the user types at the place it warmed
-    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"], frame=kept[-1])
-    keystroke = engine.requests[-1]
-    assert not keystroke.warm
-    assert keystroke.prompt.startswith(warm.prompt)  # stands on the warm-up's frame: its KV is all reused
-    assert keystroke.prompt[len(warm.prompt):] == "    r"
-
-
-async def test_no_warm_up_is_sent_for_a_line_holding_a_credential():
-    engine = _Recording("")
-    doc, cursor = doc_at('def f():\n    key = "AKIAIOSFODNN7EXAMPLE"<|>\n')
-    assert await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"]) is None
-    assert engine.requests == []

@@ -3,7 +3,8 @@
 Proves: streaming; one TCP connection reused across requests (counted by a proxy in front of the
 server); a cancel closes the stream and the server aborts the request; prefix-cache hits reported
 by the server; connection failures retried with backoff, then a clear error; the API key is sent
-and never logged; and `engine = "openai"` end to end through the LSP.
+and never logged; and `engine = "openai"` end to end through the LSP. Those tests are marked `vllm`; the
+parsing of the server's event stream and metrics below runs without a server.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import time
 import pytest
 import pytest_asyncio
 from sparkls.engine.base import Delta, EngineError, GenerationRequest, Priority
+from sparkls.engine.openai import parse_prometheus, parse_sse
 
 from tests.conftest import require
 from tests.e2e import engine_cases
 from tests.e2e.lsp_client import lsp
-from tests.engine_support import cancel_after, collect
+from tests.engine_support import cancel_after, collect, vllm_test
 from tests.servers import CountingProxy, free_port, server_metric, vllm_server
-
-pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
 
 KEY = "sk-sparkls-test-5c1e7"
 BODY = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(20))
@@ -55,6 +55,7 @@ async def proxy(server):
         yield p
 
 
+@vllm_test
 async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix_cache(proxy):
     engine = make(f"http://127.0.0.1:{proxy.port}/v1")
     try:
@@ -72,6 +73,7 @@ async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix
         await engine.close()
 
 
+@vllm_test
 async def test_special_token_stops_go_to_vllm_serve_as_token_ids_so_no_text_is_held_back(server):
     from sparkls.completion.prompt import TEMPLATES
 
@@ -94,6 +96,7 @@ async def test_special_token_stops_go_to_vllm_serve_as_token_ids_so_no_text_is_h
         await engine.close()
 
 
+@vllm_test
 async def test_cancelling_closes_the_stream_and_the_server_aborts_the_request(server):
     engine = make(server)
     generated_before = server_metric(server, "vllm:generation_tokens_total")
@@ -116,6 +119,7 @@ async def test_cancelling_closes_the_stream_and_the_server_aborts_the_request(se
         await engine.close()
 
 
+@vllm_test
 async def test_an_unreachable_server_is_retried_with_backoff_then_reported(caplog):
     engine = make(f"http://127.0.0.1:{free_port()}/v1", model="m", retries=2, backoff_s=0.05)
     caplog.set_level(logging.WARNING, "sparkls")
@@ -130,6 +134,7 @@ async def test_an_unreachable_server_is_retried_with_backoff_then_reported(caplo
     assert time.perf_counter() - t0 >= 0.15
 
 
+@vllm_test
 async def test_the_api_key_is_sent_never_logged_and_a_wrong_one_is_a_clear_error(server, caplog):
     caplog.set_level(logging.DEBUG)  # everything: sparkls, httpx, httpcore
     engine = make(server)
@@ -146,6 +151,7 @@ async def test_the_api_key_is_sent_never_logged_and_a_wrong_one_is_a_clear_error
     assert KEY not in repr(engine.options)
 
 
+@vllm_test
 async def test_openai_engine_serves_completion_through_the_lsp_and_aborts_on_cancel(server):
     opts = {"engine": "openai", "openaiUrl": server, "openaiApiKey": KEY, "maxTokensMultiLine": 1800,
             "maxLines": 500}
@@ -154,6 +160,7 @@ async def test_openai_engine_serves_completion_through_the_lsp_and_aborts_on_can
         await engine_cases.cancel_request_aborts_the_engine(c, "openai", 1800)
 
 
+@vllm_test
 async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog):
     """A strict OpenAI-compatible stand-in (a real HTTP server on 127.0.0.1, not vLLM: vLLM 0.32 accepts
     and ignores `priority` when started without --scheduling-policy priority) answers 400 to it."""
@@ -192,6 +199,7 @@ async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog
         "the server rejects request priorities (start it with --scheduling-policy priority); sending none from now on"]
 
 
+@vllm_test
 async def test_a_server_without_vllms_tokenize_is_asked_once_and_keeps_string_stops():
     """An OpenAI-compatible stand-in (a real HTTP server on 127.0.0.1) that answers 404 to `/tokenize`."""
     seen: list[tuple[str, dict]] = []
@@ -228,6 +236,7 @@ async def test_a_server_without_vllms_tokenize_is_asked_once_and_keeps_string_st
     assert all(body["stop"] == list(stops) and "stop_token_ids" not in body for _, body in seen[1:])
 
 
+@vllm_test
 async def test_an_answer_stopped_with_abort_mid_stream_finishes_cleanly_not_as_a_fault():
     """The completion pipeline aborts a generation as soon as its answer is complete and keeps reading the
     stream for the statistics: the closed stream is the end of that answer, not a remote failure (which would
@@ -251,3 +260,18 @@ async def test_an_answer_stopped_with_abort_mid_stream_finishes_cleanly_not_as_a
     finally:
         await engine.close()
         server.stop()
+
+
+# ---- without a server: the stream's and the metrics' parsing ------------------------------------------------
+
+def test_sse_payloads_stop_at_done():
+    lines = [": keep-alive", 'data: {"choices": [{"text": "a"}]}', "", 'data: {"choices": [{"text": "b"}]}',
+             "data: [DONE]", 'data: {"never": 1}']
+    assert [p["choices"][0]["text"] for p in parse_sse(lines)] == ["a", "b"]
+
+
+def test_prometheus_counters_are_summed_over_label_sets():
+    text = ('# HELP x\nvllm:prefix_cache_hits_total{engine="0",model_name="m"} 96.0\n'
+            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\nvllm:num_requests_running{e="0"} 2.0\n'
+            "other 7\n")
+    assert parse_prometheus(text) == {"prefix_cache_hits": 100.0, "running": 2.0}

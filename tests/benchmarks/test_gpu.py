@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import require
 
 pytestmark = pytest.mark.vllm
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_gpu_benchmark_runs_every_part_in_smoke_mode(tmp_path):

@@ -1,7 +1,7 @@
 """vLLM's start stages as sparkls reads them (`engine/vllm_start.py`), without vLLM: the log lines below are
 the ones vLLM 0.32 wrote during a CPU start of the tiny model (engine core and worker processes), and the
 handler is built by `logging.config.dictConfig` from the config sparkls gives vLLM, as vLLM builds it in each
-of its processes. The real start, through vLLM, is in tests/test_engine_vllm.py and tests/e2e/test_vllm_e2e.py."""
+of its processes. The real start, through vLLM, is in tests/engine/test_vllm.py and tests/e2e/test_vllm_e2e.py."""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 
 import itertools
 
-from conftest import doc_at
 from sparkls.completion import context
 from sparkls.completion.context import Budget
+
+from tests.completion_support import LONG_DOC
+from tests.conftest import doc_at
 
 PY = '''import os
 from typing import Any
@@ -354,16 +356,6 @@ def test_moving_to_another_function_keeps_the_outline_so_the_prompts_head_is_reu
     assert len(heads) == 1
 
 
-LONG_DOC = "def helper():\n    return 1\n\n\n" * 30 + "class Report:\n    def setup(self):\n" + "".join(
-    f"        self.column_{i} = {i}\n" for i in range(20)) + '''
-    def render(self, rows):
-        """Render the rows.
-
-        Each row is a mapping of column to value."""
-        out = []
-''' + "".join(f"        out.append(rows[{i}])\n" for i in range(12)) + "        <|>\n"
-
-
 def test_a_short_first_window_starts_at_the_enclosing_definition_when_it_is_near():
     doc, cursor = doc_at(LONG_DOC)
     ctx = context.build(doc, cursor, Budget(96, 48, 384, first=True))
@@ -379,26 +371,3 @@ def test_a_short_first_window_far_inside_a_long_definition_is_the_last_lines_wit
     ctx = context.build(doc, cursor, budget)
     assert "def render" not in ctx.prefix and ctx.prefix.startswith("        out.append(")
     assert len(ctx.prefix) <= budget.chars(24)
-
-
-async def test_a_first_window_in_a_new_document_has_no_snippets_later_frames_there_have_them():
-    from sparkls.completion import pipeline
-    from sparkls.settings import Settings
-
-    asked: list[int] = []
-
-    def snippets(doc, cursor, budget_chars):
-        asked.append(cursor)
-        return [("lib/other.py", "def other(): ...")]
-
-    place = pipeline.Place("test.py", snippets=snippets)
-    settings = Settings(first_window_tokens=24)
-    first = pipeline.first_window_of(settings)
-    doc, cursor = doc_at(LONG_DOC)
-    ctx = await pipeline._context(doc, cursor, settings, None, place, None, first)
-    assert ctx.frame is not None and ctx.frame.snippets == () and asked == []  # the first answer waits for none
-    full = await pipeline._context(doc, cursor, settings, ctx.frame, place, None, pipeline.budget_of(settings))
-    assert full.frame is not None and full.frame.snippets == (("lib/other.py", "def other(): ..."),)
-    up = doc.text.index("        self.column_3")
-    moved = await pipeline._context(doc, up, settings, ctx.frame, place, None, first)
-    assert moved.frame is not None and moved.frame.snippets == full.frame.snippets  # the head stays the file's

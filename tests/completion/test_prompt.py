@@ -3,8 +3,9 @@
 import dataclasses
 import itertools
 
-from conftest import doc_at
 from sparkls.completion import context, prompt
+
+from tests.conftest import doc_at
 
 
 def test_qwen_prompt_puts_the_suffix_before_the_typed_text():

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sparkls.tools.schema import SECTION_TITLE, vscode_configuration
 
-PACKAGE = Path(__file__).resolve().parents[1] / "vscode-client" / "package.json"
+PACKAGE = Path(__file__).resolve().parents[2] / "vscode-client" / "package.json"
 
 
 def test_the_extension_configuration_is_generated_from_the_current_settings():

@@ -4,6 +4,7 @@ Proves: deltas stream and end in one `Finished`; a repeated prefix is served fro
 cache; cancelling the consumer aborts the vLLM request and frees the engine; with a small KV cache
 an interactive request preempts background ones under priority scheduling (and does not under
 first-come-first-served). Marked `vllm`: `pytest -m "not vllm"` skips them locally; CI runs them.
+The engine's arguments, from its options and the CPU's flags, are checked below without vLLM.
 """
 
 from __future__ import annotations
@@ -16,12 +17,11 @@ import uuid
 import pytest
 import pytest_asyncio
 from sparkls.engine.base import Delta, Event, Finished, GenerationRequest, Priority
+from sparkls.engine.vllm import CPU_KV_CACHE_MB, VllmOptions, cpu_has_bf16, engine_args
 
 from tests.conftest import require
-from tests.engine_support import cancel_after, collect, until
+from tests.engine_support import cancel_after, collect, until, vllm_test
 from tests.servers import VLLM_TEST_ENV
-
-pytestmark = [pytest.mark.vllm, pytest.mark.asyncio(loop_scope="module")]
 
 BODY = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(30))
 
@@ -46,6 +46,7 @@ async def engine(tiny_model):
     await eng.close()
 
 
+@vllm_test
 async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
     health = await engine.health()
     assert health.ok, health.detail
@@ -56,6 +57,7 @@ async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
     assert events >= 3 and text  # several deltas, then the Finished
 
 
+@vllm_test
 async def test_special_token_stops_hold_no_text_back_so_the_first_token_streams_at_once(engine):
     from sparkls.completion.prompt import TEMPLATES
 
@@ -71,6 +73,7 @@ async def test_special_token_stops_hold_no_text_back_so_the_first_token_streams_
     assert len(deltas) >= 15 and len(deltas[0]) <= 2, deltas
 
 
+@vllm_test
 async def test_a_healed_prompt_starts_with_the_likeliest_token_that_spells_out_its_cut_last_token(tiny_model, engine):
     from transformers import AutoTokenizer
 
@@ -91,6 +94,7 @@ async def test_a_healed_prompt_starts_with_the_likeliest_token_that_spells_out_i
     assert healed.startswith(written[len(cut) :]) and healed != plain, (cut, written, healed, plain)
 
 
+@vllm_test
 async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
     tag = uuid.uuid4().hex  # a prefix no earlier request had
     before = dict((await engine.health()).stats)
@@ -104,12 +108,14 @@ async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
     assert after["prefix_cache_hits"] - before.get("prefix_cache_hits", 0) >= warm.reused_tokens
 
 
+@vllm_test
 async def test_an_over_long_prompt_keeps_its_cursor_end(engine):
     long = "<|fim_prefix|>" + BODY * 12 + "def main():\n    <|fim_suffix|>\n<|fim_middle|>"
     _, stats, _ = await collect(engine, GenerationRequest(long, max_tokens=8))
     assert stats.decode_tokens == 8 and stats.prompt_tokens == 4096 - 8 - 1
 
 
+@vllm_test
 async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_engine(engine):
     req = GenerationRequest(prompt("long"), max_tokens=3000, id=f"long-{uuid.uuid4().hex[:6]}")
     assert await cancel_after(engine, req, 5) >= 5
@@ -122,6 +128,7 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
     assert (await engine.health()).stats["running"] == 0
 
 
+@vllm_test
 async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_model, engine):
     # The tiny model writes "!" forever, so a prompt full of "!" lets prompt lookup draft every token.
     rewrite = GenerationRequest("<|fim_prefix|>x = '" + "!" * 200 + "'\n<|fim_suffix|><|fim_middle|>",
@@ -157,6 +164,7 @@ async def run_under_load(engine):
     return order, stats
 
 
+@vllm_test
 @pytest.mark.parametrize("priority", [True, False], ids=["priority", "fcfs"])
 async def test_with_a_small_kv_cache_interactive_requests_preempt_background_ones(tiny_model, priority):
     # 16 blocks of 32 tokens: six 200-token generations cannot all fit, so vLLM must preempt.
@@ -178,6 +186,7 @@ async def test_with_a_small_kv_cache_interactive_requests_preempt_background_one
         await small.close()
 
 
+@vllm_test
 async def test_background_work_leaves_a_sequence_slot_free_for_interactive_requests(tiny_model):
     # Two slots: vLLM's priority never preempts a running request for a slot, so without sparkls holding
     # background work to all but one slot the keystroke would wait for a 200-token background request.
@@ -192,6 +201,7 @@ async def test_background_work_leaves_a_sequence_slot_free_for_interactive_reque
         await two.close()
 
 
+@vllm_test
 async def test_a_more_urgent_request_pauses_background_generation_which_resumes_with_the_same_text(engine):
     # While the keystroke's request is in flight, the background generations are out of vLLM (no delta
     # arrives for them); afterwards each resumes from its tokens, with prefix-cache hits, and ends with
@@ -234,6 +244,7 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
     assert engine.counters["prefix_cache_hits"] > hits_before  # the resumed prompts came from the cache
 
 
+@vllm_test
 async def test_an_aborted_paused_request_ends_at_once(engine):
     req = GenerationRequest(prompt(f"abort paused {uuid.uuid4().hex}"), max_tokens=400,
                             priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
@@ -257,3 +268,28 @@ async def test_an_aborted_paused_request_ends_at_once(engine):
     assert not ks.done()  # it ended while the keystroke still ran
     assert isinstance(got[-1], Finished) and got[-1].stats.finish_reason == "abort"
     await ks
+
+
+# ---- without vLLM: the engine's arguments -------------------------------------------------------------------
+
+def test_vllm_engine_args_follow_the_options():
+    args = engine_args(VllmOptions(model="m", block_size=32, speculation="ngram", speculative_tokens=3,
+                                   priority_scheduling=False, extra_args={"seed": 1}), on_cpu=True)
+    assert args["enable_prefix_caching"] and args["scheduling_policy"] == "fcfs" and args["block_size"] == 32
+    assert args["kv_cache_memory_bytes"] == CPU_KV_CACHE_MB * 2**20 and args["seed"] == 1
+    assert args["speculative_config"]["method"] == "ngram" and args["speculative_config"]["num_speculative_tokens"] == 3
+    gpu = engine_args(VllmOptions(model="m"))
+    assert "kv_cache_memory_bytes" not in gpu and "speculative_config" not in gpu
+    assert "block_size" not in gpu and engine_args(VllmOptions(model="m"), on_cpu=True)["block_size"] == 32
+    assert engine_args(VllmOptions(model="m", block_size=128), on_cpu=True)["block_size"] == 128
+    assert gpu["scheduling_policy"] == "priority"
+    assert "dtype" not in gpu and "dtype" not in args  # the checkpoint's dtype (bf16) where bf16 is native
+    assert engine_args(VllmOptions(model="m"), on_cpu=True, cpu_bf16=False)["dtype"] == "float32"
+    assert engine_args(VllmOptions(model="m", dtype="bfloat16"), on_cpu=True, cpu_bf16=False)["dtype"] == "bfloat16"
+
+
+def test_native_bf16_is_read_from_the_cpu_flags():
+    assert cpu_has_bf16("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 amx_tile\n")
+    assert cpu_has_bf16("flags\t\t: avx2 amx_bf16 amx_tile\n")
+    assert not cpu_has_bf16("flags\t\t: fpu sse avx2 fma f16c\n")
+    assert not cpu_has_bf16("")

@@ -1,0 +1,72 @@
+"""Rewrites and next-edit predictions by a fake engine: the model sees numbered placeholders, the rewrite gets the
+secrets back, and a prediction never drops or changes a secret."""
+
+import pytest
+from sparkls.text.document import Document
+
+from tests.edit_support import SECRET_FN
+
+
+def rewritten(answer: str, instruction: str = "add retries", text: str = SECRET_FN):
+    """A rewrite of the function in `text` by a fake engine answering `answer` (a leaked secret answers LEAKED)."""
+    import asyncio
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    doc = Document.open("file:///t.py", "python", 1, text)
+    prompts: list[str] = []
+
+    def script(prompt: str) -> str:
+        prompts.append(prompt)
+        return "LEAKED\n```\n" if "AKIAIOSFODNN7EXAMPLE" in prompt else answer + "```\n"
+
+    start = text.index("def client")
+    result = asyncio.run(generate.rewrite_region(doc, start, len(text), instruction, FakeEngine(script), Settings()))
+    return result, prompts
+
+
+def test_a_rewrite_gets_the_secret_back_where_the_model_kept_its_placeholder():
+    answer = 'def client():\n    key = "<redacted-1>"\n    return Client(key, retries=3)\n'
+    result, prompts = rewritten(answer)
+    assert result.text == 'def client():\n    key = "AKIAIOSFODNN7EXAMPLE"\n    return Client(key, retries=3)\n'
+    assert all(e.text == ", retries=3" for e in result.edits)  # the secret's line is not touched
+    assert len(prompts) == 1 and "AKIAIOSFODNN7EXAMPLE" not in prompts[0]
+
+
+def test_a_rewrite_that_garbles_a_placeholder_is_not_applied():
+    result, _ = rewritten('def client():\n    key = "<redacted>"\n    return Client(key, retries=3)\n')
+    assert result.edits == [] and result.text == result.original
+
+
+def test_a_rewrite_of_a_private_key_block_keeps_its_lines():
+    key = ('KEY = """-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\n'
+           'Z1BjP5CE/Wm/Rr500PRK+Lh9x5eJPo5CAZ3/ANBE0\n-----END RSA PRIVATE KEY-----"""\n')
+    text = f"def client():\n    {key}    return Client(KEY)\n"
+    answer = ('def client():\n    KEY = """-----BEGIN RSA PRIVATE KEY-----\n<redacted-1>\n'
+              '-----END RSA PRIVATE KEY-----"""\n    return Client(KEY, retries=3)\n')
+    result, prompts = rewritten(answer, text=text)
+    assert "MIIE" not in prompts[0] and result.text == text.replace("Client(KEY)", "Client(KEY, retries=3)")
+
+
+@pytest.mark.parametrize(("answer", "offered"), [
+    ('a = compute_v2(1)\nkey = "<redacted-1>"\nb = compute_v2(2)\n', True),
+    ("a = compute_v2(1)\nb = compute_v2(2)\n", False),  # the secret's line dropped
+    ('a = compute_v2(1)\nkey = "AKIA0000000000000000"\nb = compute_v2(2)\n', False),  # changed
+])
+def test_a_predicted_next_edit_never_drops_or_changes_a_secret(answer, offered):
+    import asyncio
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = 'a = compute(1)\nkey = "AKIAIOSFODNN7EXAMPLE"\nb = compute(2)\n'
+    doc = Document.open("file:///t.py", "python", 1, text)
+    engine = FakeEngine(lambda p: "LEAKED```\n" if "AKIAIOSFODNN7EXAMPLE" in p else answer + "```\n")
+    result = asyncio.run(generate.predict(doc, 0, None, engine, Settings()))
+    if offered:
+        assert [e.text for e in result.edits] == ["_v2", "_v2"]
+    else:
+        assert result.edits == []
