@@ -163,7 +163,7 @@ SHAPE_BODY = '''        self.name = name
 
 
 @pytest.mark.model
-def test_vscode_shows_ghost_text_runs_a_code_action_stops_a_rewrite_and_shows_tokens_per_second(
+def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_action_a_stopped_rewrite_tok_s(
         tmp_path, extension, code_server):
     require("llama_cpp", "the embedded engine")
     # A class long enough that its rewrite is still streaming when the stop comes (a one-method class was
@@ -171,6 +171,8 @@ def test_vscode_shows_ghost_text_runs_a_code_action_stops_a_rewrite_and_shows_to
     files = {"calc.py": CALC.replace("        \n", SHAPE_BODY)}
     r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing")  # default settings
     assert re.search(r"qwen2\.5-coder-0\.5b", r["status_ready"]), r["status_ready"]
+    # the first keystroke was typed while the model loaded (the status bar said so), and got its ghost text
+    assert "loading" in r["status_when_typed"] or r["status_when_typed"].strip() == "sparkls", r["status_when_typed"]
     # ghost text from the model after typing `r` at `retu`; Tab inserted it
     ghost = r["ghost_text"].replace("\xa0", " ").split("\n")[0]
     assert ghost.strip(), "no ghost text"

@@ -20,6 +20,7 @@ class Sparkls implements vscode.Disposable {
   readonly generations = new Generations(() => this.client);
   readonly status = new StatusBar(() => this.client, (m) => this.output.debug(m));
   readonly nextEdits = new NextEdits(() => this.client, () => this.generations.active, (m) => this.output.info(m));
+  private typedWhileLoading = false;  // the user edited the active file before the engine was ready
 
   async start(): Promise<void> {
     const how = launch();
@@ -119,6 +120,19 @@ class Sparkls implements vscode.Disposable {
       c('sparkls.restartServer', () => this.restart()),
       c('sparkls.showLog', () => this.output.show()),
       this.generations.onDidChange((running) => this.status.setGenerating(running)),
+      // VS Code cancels an inline request when the next keystroke or the suggest widget replaces it, and does not
+      // ask again: keystrokes typed while the model loaded would get nothing. Once it is ready, ask once more.
+      vscode.workspace.onDidChangeTextDocument((e) => {
+        if (!this.status.ready && e.contentChanges.length > 0 && e.document === vscode.window.activeTextEditor?.document) {
+          this.typedWhileLoading = true;
+        }
+      }),
+      this.status.onDidBecomeReady(() => {
+        if (!this.typedWhileLoading) return;
+        this.typedWhileLoading = false;
+        this.output.info('the engine is ready: asking again for the suggestion typed while it loaded');
+        void vscode.commands.executeCommand('editor.action.inlineSuggest.trigger');
+      }),
       vscode.workspace.onDidChangeConfiguration((e) => {
         if (needsRestart((section) => e.affectsConfiguration(section))) void this.restart();
       }),

@@ -12,6 +12,14 @@ export class StatusBar implements vscode.Disposable {
   private generating = false;
   private timer: NodeJS.Timeout | undefined;
   private polling = false;
+  private readonly becameReady = new vscode.EventEmitter<void>();
+  /** Fires when the engine turns ready (its health ok) after the server started or the engine was rebuilt. */
+  readonly onDidBecomeReady = this.becameReady.event;
+
+  /** Whether the engine was ready at the last poll. */
+  get ready(): boolean {
+    return this.state === 'running' && this.health?.ok === true;
+  }
 
   constructor(private readonly client: () => LanguageClient | undefined,
     private readonly log: (message: string) => void) {
@@ -43,6 +51,7 @@ export class StatusBar implements vscode.Disposable {
     const client = this.client();
     if (client === undefined || this.polling || this.state !== 'running') return;
     this.polling = true;
+    const wasReady = this.ready;
     try {
       this.health = await client.sendRequest<Health>('sparkls/health', {});
       const m = await client.sendRequest<{ engine: EngineRequest[] }>('sparkls/metrics', {});
@@ -53,6 +62,7 @@ export class StatusBar implements vscode.Disposable {
       this.polling = false;
     }
     this.render();
+    if (!wasReady && this.ready) this.becameReady.fire();
     const loading = this.health !== undefined && !this.health.ok;
     this.schedule(this.generating || loading ? 1000 : 2000);
   }
@@ -66,6 +76,7 @@ export class StatusBar implements vscode.Disposable {
 
   dispose(): void {
     clearTimeout(this.timer);
+    this.becameReady.dispose();
     this.item.dispose();
   }
 }

@@ -1,6 +1,7 @@
 // Drives VS Code (code-server in headless Debian Chromium, through playwright-core) with the sparkls
 // extension installed from its .vsix: ghost text from the real server appears and Tab accepts it; a code
 // action from the lightbulb menu edits the file; a streaming rewrite is stopped; the status bar shows tokens/s.
+// In `editing` the first keystroke is typed while the model loads, before the status bar shows it ready.
 // Usage: node vscode.mjs URL WORKSPACE_DIR OUT_DIR [editing|next-edit]. Writes OUT_DIR/result.json and
 // screenshots. `next-edit` (for a scripted engine): after an edit the predicted next edit is shown and Tab applies it.
 import * as fs from 'node:fs';
@@ -63,6 +64,10 @@ async function saveFile() {
   await page.waitForTimeout(500);
 }
 
+async function engineReady() {
+  return /^(qwen|fake)/.test((await statusItem().innerText()).trim());
+}
+
 async function waitUntil(fn, what, ms = timeout) {
   const deadline = Date.now() + ms;
   for (;;) {
@@ -84,7 +89,8 @@ await step('open', async () => {
   // the extension starts the server; the status bar shows the model once the engine is ready: "$(sparkle) MODEL"
   // (core/status.ts), where it showed "$(loading~spin) sparkls: loading MODEL" (the icons render as no text)
   result.status_loading = await statusItem().innerText();
-  await waitUntil(async () => /^(qwen|fake)/.test((await statusItem().innerText()).trim()), 'the engine to be ready');
+  if (scenario === 'editing') return;  // the user types at once: the ghost_text step waits for the engine after that
+  await waitUntil(engineReady, 'the engine to be ready');
   result.status_ready = await statusItem().innerText();
 });
 
@@ -113,7 +119,12 @@ if (scenario === 'next-edit') {
     await page.locator('.monaco-editor .view-lines').first().click();
     await goToLine(line, 9);
     await page.keyboard.press('End');
+    // The user types as soon as the file is open, while the model still loads (a fresh HOME joins and checks it
+    // first): that keystroke must end with a suggestion once the engine is ready.
+    result.status_when_typed = await statusItem().innerText();
     await page.keyboard.type('r');  // typing asks for an inline completion
+    await waitUntil(engineReady, 'the engine to be ready');
+    result.status_ready = await statusItem().innerText();
     const ghost = page.locator('.monaco-editor .ghost-text-decoration');
     await ghost.first().waitFor();
     // the rest of the line's ghost text renders in the same frame or the next: wait until the next is drawn
