@@ -1,6 +1,16 @@
 """Real editors against the real server: headless Neovim 0.11 (docs/editors.md's config, its own completion,
 a code action applied by Neovim, an inline completion request, a cancel), with the fake engine and with
-the real default model."""
+the real default model; Emacs with eglot.
+
+The README's rows, claim by claim (`r` is the editor script's result):
+- Neovim, completion through `vim.lsp.completion`, the whole suggestion inserted: `r["completion_items"]` and
+  `r["after"]`'s first line; inline completion requests: `r["inline_items"]`; cancel: `r["cancel_finish_reason"]
+  == "abort"` and the server serving after it; code actions applied by Neovim: `r["action_after"]`.
+- Emacs + eglot, completion at point: `(r["before"], r["after"])`; code actions applied by eglot:
+  `"sparkls: Implement `area`" in r["actions"]` and `r["action_after"]`.
+- Helix (not installable here): tests/e2e/test_protocol_fake.py replays its recorded capabilities
+  (`test_helix_capabilities_get_classic_completion_with_utf8_positions`).
+"""
 
 from __future__ import annotations
 

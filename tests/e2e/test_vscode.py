@@ -1,6 +1,17 @@
 """The VS Code extension: built, type-checked, unit-tested and packaged with its own npm scripts, then
 installed from its .vsix into a clean code-server (VS Code 1.100.3) and driven in headless Chromium with the
-real server and the real default model, at default settings."""
+real server and the real default model, at default settings.
+
+The README's VS Code row, claim by claim (`r` is the run's result from editors/vscode.mjs):
+- ghost text accepted with Tab: `r["line_after_tab"] == "    retur" + ghost` (the ghost text itself, not VS
+  Code's word suggestion);
+- also for a keystroke typed while the model loads: `r["status_when_typed"]` shows loading, then the ghost text;
+- code actions from the lightbulb: `"sparkls: Implement `area`" in r["actions"]` and `implemented(...)`;
+- a streaming rewrite stopped and reverted: `r["stop_during"] != r["stop_shown_before"]`,
+  `r["stop_after"] == r["stop_before"]`, a "stopped" message;
+- the predicted next edit applied with Tab: `r["after_tab"] == predicted` (next-edit test);
+- status bar with model and tokens/s: `r["status_ready"]` names the model, `r["status_after_generation"]` tok/s.
+"""
 
 from __future__ import annotations
 
