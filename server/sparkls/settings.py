@@ -289,7 +289,7 @@ Editors pass these as `initializationOptions` (or a `sparkls` section of `worksp
 VS Code each is the setting `sparkls.<name>`. Unknown keys are ignored; values are checked as JSON types (`"5"` is
 not a number), and an invalid value is reported once, naming its key (`window/showMessage`), and replaced by its
 default. `sparkls schema` prints the JSON schema this table and the VS Code extension's settings are generated
-from (`tests/test_schema.py` fails when the extension's are stale).
+from (`tests/tools/test_schema.py` fails when the extension's are stale).
 """
 
 

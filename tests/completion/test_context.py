@@ -82,7 +82,7 @@ def test_brace_languages_end_the_scope_with_braces():
 def test_the_preamble_holds_imports_and_signatures_before_the_prefix_window():
     budget = Budget(prefix_tokens=40, suffix_tokens=1, preamble_tokens=200)
     ctx = build(PY, budget=budget, layout="prefix")
-    assert ctx.anchor > 0
+    assert ctx.start > 0
     assert "import os" in ctx.preamble
     assert "def helper(a: int, b: int) -> int: ..." in ctx.preamble
     assert "def main() -> None: ..." not in ctx.preamble  # after the cursor: its tree shifts while typing
@@ -99,12 +99,12 @@ def test_the_prefix_layout_window_start_stays_put_while_the_user_types_forward()
     text = body + "\ndef g(y):\n    "
     doc, cursor = doc_at(text + "<|>")
     budget = Budget(prefix_tokens=100)
-    first = context.build(doc, cursor, budget, "prefix").anchor
+    first = context.build(doc, cursor, budget, "prefix").start
     anchors = set()
     typed = "total = y + 1"
     for i in range(1, len(typed) + 1):
         d2, c2 = doc_at(text + typed[:i] + "<|>")
-        anchors.add(context.build(d2, c2, budget, "prefix").anchor)
+        anchors.add(context.build(d2, c2, budget, "prefix").start)
     assert anchors == {first}
     assert first > 0 and doc.text[first:].startswith("def ")
 

@@ -87,7 +87,7 @@ class Context:
     language: str
     version: int
     cursor: int  # string offset in the document
-    anchor: int  # where the prefix starts
+    start: int  # where the prefix window starts (`anchor` is only ever the typing anchor)
     preamble: str
     prefix: str
     suffix: str
@@ -140,11 +140,11 @@ def enclosing_definition(doc: Document, offset: int) -> Node | None:
     return None
 
 
-def choose_anchor(doc: Document, cursor: int, budget_chars: int, before: bool = False) -> int:
+def window_start(doc: Document, cursor: int, budget_chars: int, before: bool = False) -> int:
     """Start of the prefix window: stable while the user types forward.
 
     The earliest allowed start is rounded up to a grid of half the budget, so it only moves
-    every budget/2 characters of typing; the anchor is then the first top-level node start (or
+    every budget/2 characters of typing; the start is then the first top-level node start (or
     line start, in plain text) at or after it (and before `cursor` when `before`: the anchored
     layout's window must end with text, not start at its own end).
     """
@@ -296,7 +296,7 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     if budget.first:
         start = first_window_start(doc, anchor, budget.chars(budget.prefix_tokens))
     else:
-        start = choose_anchor(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
+        start = window_start(doc, anchor, budget.chars(budget.prefix_tokens), before=True)
     suffix = text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))]
     # The file's outline in file order, not ranked by the place: the same for every place whose window starts
     # below it, so a move to another function keeps the head of the prompt (and its KV). Definitions before the
@@ -365,7 +365,7 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
                    cursor=cursor, mode=mode, line_before=line_before, line_after=line_after, min_indent=min_indent,
                    braces=doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
                    insert_lines=insert_lines, closers_needed=closers_needed(doc),
-                   anchor=0, preamble="", prefix="", suffix="")  # the layout fills in the rest
+                   start=0, preamble="", prefix="", suffix="")  # the layout fills in the rest
     if layout == "anchored":
         if frame is None or not frame.holds(doc, cursor, budget):
             frame = make_frame(doc, cursor, budget)
@@ -374,19 +374,19 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
         done = at_end and line_is_finished(doc, cursor, line_before)
         # After a comma (an argument list, a dict, an enum) the next item may follow on this line or the next.
         listing = at_end and line_before.rstrip().endswith(",")
-        ctx = replace(base, anchor=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
+        ctx = replace(base, start=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
                       heal=heal, middle=middle, frame=frame, line_done=done or listing)
         # A finished line that ends in a closing character: the next line(s). One that ends in a word may
         # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
         return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx
     if layout == "centered":
         half = budget.chars(budget.prefix_tokens + budget.suffix_tokens) // 2
-        anchor = max(0, cursor - half)
-        return replace(base, anchor=anchor, preamble="", prefix=text[anchor:cursor],
+        start = max(0, cursor - half)
+        return replace(base, start=start, preamble="", prefix=text[start:cursor],
                        suffix=text[cursor : min(len(text), cursor + half)])
-    anchor = choose_anchor(doc, cursor, budget.chars(budget.prefix_tokens))
-    preamble = build_preamble(doc, anchor, _scope_text(doc, scope, line_start, line_end),
+    start = window_start(doc, cursor, budget.chars(budget.prefix_tokens))
+    preamble = build_preamble(doc, start, _scope_text(doc, scope, line_start, line_end),
                               budget.chars(budget.preamble_tokens))
-    heal = heal if anchor < line_start else ""
-    return replace(base, anchor=anchor, preamble=preamble, prefix=text[anchor : cursor - len(heal)], heal=heal,
+    heal = heal if start < line_start else ""
+    return replace(base, start=start, preamble=preamble, prefix=text[start : cursor - len(heal)], heal=heal,
                    suffix=text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))])

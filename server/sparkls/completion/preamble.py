@@ -42,13 +42,13 @@ def _outline(doc: Document, node: Node, limit: int, depth: int = 0) -> list[tupl
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def build_preamble(doc: Document, anchor: int, scope_text: str, budget_chars: int) -> str:
-    """Imports and signatures of definitions before `anchor`, in file order; with `scope_text`, the ones it calls
+def build_preamble(doc: Document, start: int, scope_text: str, budget_chars: int) -> str:
+    """Imports and signatures of definitions before `start`, in file order; with `scope_text`, the ones it calls
     are chosen first. Without it, the outline stops at the first signature that does not fit: the result is then
-    the same for every `anchor` below the last one taken (a prompt head that does not move with the cursor)."""
-    if doc.tree is None or budget_chars <= 0 or anchor <= 0:
+    the same for every `start` below the last one taken (a prompt head that does not move with the cursor)."""
+    if doc.tree is None or budget_chars <= 0 or start <= 0:
         return ""
-    lo = doc.byte_offset(anchor)  # positions below are bytes
+    lo = doc.byte_offset(start)  # positions below are bytes
     parts: list[tuple[int, str]] = []
     used = 0
     for child in doc.tree.root_node.children:

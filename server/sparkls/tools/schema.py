@@ -2,7 +2,7 @@
 
 The extension's `package.json` has two configuration sections: the server's settings (generated here,
 one `sparkls.<key>` per setting, in the model's order) and the client's own (how to start the server),
-which this module leaves alone. `tests/test_schema.py` fails when `package.json` is stale.
+which this module leaves alone. `tests/tools/test_schema.py` fails when `package.json` is stale.
 """
 
 from __future__ import annotations
