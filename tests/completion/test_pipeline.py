@@ -47,12 +47,13 @@ async def test_a_cursor_inside_a_line_asks_the_engine_to_heal_and_one_at_a_line_
 async def test_a_warm_up_sends_the_prompt_the_next_keystroke_only_appends_to():
     engine = _Recording("x = 1\n")
     doc, cursor = doc_at("def f(a):\n    total = a * 2\n    <|>\n    return total\n")
-    kept = []
-    stats = await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"], keep=kept.append)
+    prepared = await pipeline.prepare(doc, cursor, Settings())
+    stats = await pipeline.warm(prepared, engine, prompt.TEMPLATES["qwen"])
     (warm,) = engine.requests
     assert warm.warm and warm.priority == Priority.BACKGROUND and stats.finish_reason == "warm"
     typed = doc.edit(cursor, cursor, "r", doc.version + 1)  # the user types at the place it warmed
-    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"], frame=kept[-1])
+    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"],
+                           frame=prepared.ctx.frame)
     keystroke = engine.requests[-1]
     assert not keystroke.warm
     assert keystroke.prompt.startswith(warm.prompt)  # stands on the warm-up's frame: its KV is all reused
@@ -62,7 +63,8 @@ async def test_a_warm_up_sends_the_prompt_the_next_keystroke_only_appends_to():
 async def test_no_warm_up_is_sent_for_a_line_holding_a_credential():
     engine = _Recording("")
     doc, cursor = doc_at('def f():\n    key = "AKIAIOSFODNN7EXAMPLE"<|>\n')
-    assert await pipeline.warm(doc, cursor, Settings(), engine, prompt.TEMPLATES["qwen"]) is None
+    prepared = await pipeline.prepare(doc, cursor, Settings())
+    assert prepared.ctx is None and await pipeline.warm(prepared, engine, prompt.TEMPLATES["qwen"]) is None
     assert engine.requests == []
 
 
@@ -80,10 +82,14 @@ async def test_a_first_window_in_a_new_document_has_no_snippets_later_frames_the
     settings = Settings(first_window_tokens=24)
     first = pipeline.first_window_of(settings)
     doc, cursor = doc_at(LONG_DOC)
-    ctx = await pipeline._context(doc, cursor, settings, None, place, None, first)
+    ctx = (await pipeline.prepare(doc, cursor, settings, place=place, budget=first)).ctx
+    assert ctx is not None
     assert ctx.frame is not None and ctx.frame.snippets == () and asked == []  # the first answer waits for none
-    full = await pipeline._context(doc, cursor, settings, ctx.frame, place, None, pipeline.budget_of(settings))
+    full = (await pipeline.prepare(doc, cursor, settings, frame=ctx.frame, place=place,
+                                   budget=pipeline.budget_of(settings))).ctx
+    assert full is not None
     assert full.frame is not None and full.frame.snippets == (("lib/other.py", "def other(): ..."),)
     up = doc.text.index("        self.column_3")
-    moved = await pipeline._context(doc, up, settings, ctx.frame, place, None, first)
+    moved = (await pipeline.prepare(doc, up, settings, frame=ctx.frame, place=place, budget=first)).ctx
+    assert moved is not None
     assert moved.frame is not None and moved.frame.snippets == full.frame.snippets  # the head stays the file's

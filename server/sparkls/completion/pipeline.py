@@ -3,7 +3,8 @@
 document + tree -> context (keeping the previous request's stable frame while it holds; a new frame
 gathers workspace context) -> prompt (credential-looking values redacted; a cursor line that holds one gets no
 suggestion and sends nothing) -> engine stream (early stop) -> finalize. No LSP types here:
-offsets and strings in, a `Suggestion` out (the frame goes to the session through `keep`). Cancelling
+offsets and strings in, a `Suggestion` out, in two steps: `prepare` (the context, whose frame the caller
+keeps) and `generate`. Cancelling
 the calling task aborts the engine request (the engine's stream does it on CancelledError/
 GeneratorExit); an early stop aborts it too.
 """
@@ -15,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sparkls.completion import context, prompt, typeahead
 from sparkls.completion.stopping import StopPolicy, finalize, unheal
@@ -123,76 +125,91 @@ async def _with_snippets(ctx: context.Context, previous: context.Frame | None, p
     return replace(ctx, frame=replace(frame, snippets=snippets))
 
 
-async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine,
-                  template: prompt.FimTemplate, cache: typeahead.Remembered | None = None,
+@dataclass(frozen=True)
+class Prepared:
+    """What `prepare` found at a cursor: the context the model completes (its frame is what the next request
+    stands on), or an answer that needs no model (`answer`: a credential on the line, the typed-ahead rest)."""
+
+    doc: Document
+    cursor: int
+    request_id: str
+    place: Place
+    started: float  # `time.perf_counter()` when the request began
+    ctx: context.Context | None = None
+    answer: Suggestion | None = None
+
+
+async def prepare(doc: Document, cursor: int, settings: Settings, *, cache: typeahead.Remembered | None = None,
                   request_id: str | None = None, invoked: bool = False, frame: context.Frame | None = None,
-                  place: Place | None = None, keep: Callable[[context.Frame], None] | None = None,
-                  budget: context.Budget | None = None) -> Suggestion:
-    """Compute the suggestion at `cursor` (a string offset into `doc.text`). `frame` is the last request's
-    stable prompt part for this document (kept while it holds under `budget`, default the settings'); `keep` is
-    given the frame of this request before the engine runs (a request superseded mid-prefill leaves its frame,
-    and the KV it computed, to the next keystroke)."""
+                  place: Place | None = None, budget: context.Budget | None = None) -> Prepared:
+    """The first step of a suggestion at `cursor` (a string offset into `doc.text`): the context, on `frame`
+    (the last request's stable prompt part for this document) while it holds under `budget` (default the
+    settings'), or an answer without the model. The caller keeps `ctx.frame` before `generate` runs: a request
+    superseded mid-prefill leaves its frame, and the KV it computed, to the next keystroke."""
     t0 = time.perf_counter()
     rid = request_id or new_request_id("sugg")
     place = place or place_of(doc.uri)
     if redact.on_line(doc.text, cursor):
         log.info("%s no suggestion: the cursor's line looks like a credential (it is not sent to the model)", rid)
-        total = (time.perf_counter() - t0) * 1000
-        return Suggestion(doc.uri, doc.version, cursor, "", "single", "none", Timings(total_ms=total, post_ms=total),
-                          request_id=rid)
+        return Prepared(doc, cursor, rid, place, t0, answer=_answer(doc, cursor, "", "none", t0, rid))
     if settings.typeahead and not invoked:  # an explicit request asks the model again
         rest = typeahead.lookup(cache, doc.uri, doc.text, cursor)
         if rest is not None:
-            total = (time.perf_counter() - t0) * 1000
-            return Suggestion(doc.uri, doc.version, cursor, rest, "typeahead", "typeahead",
-                              Timings(total_ms=total, post_ms=total), request_id=rid)
-    ctx = await _context(doc, cursor, settings, frame, place, keep, budget)
-    t1 = time.perf_counter()
-    text, stats, prompt_ms = await _generate(ctx, settings, engine, template, place, rid)
+            return Prepared(doc, cursor, rid, place, t0, answer=_answer(doc, cursor, rest, "typeahead", t0, rid))
+    ctx = context.build(doc, cursor, budget or budget_of(settings), settings.prompt_layout, frame)
+    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
+    return Prepared(doc, cursor, rid, place, t0, ctx=ctx)
+
+
+def _answer(doc: Document, cursor: int, text: str, source: str, t0: float, rid: str) -> Suggestion:
+    total = (time.perf_counter() - t0) * 1000
+    mode = "typeahead" if source == "typeahead" else "single"
+    return Suggestion(doc.uri, doc.version, cursor, text, mode, source, Timings(total_ms=total, post_ms=total),
+                      request_id=rid)
+
+
+async def generate(p: Prepared, settings: Settings, engine: Engine, template: prompt.FimTemplate) -> Suggestion:
+    """The second step: the engine's answer to the prepared context, stopped where it is complete and cleaned."""
+    if p.answer is not None or p.ctx is None:
+        return p.answer or _answer(p.doc, p.cursor, "", "none", p.started, p.request_id)
+    ctx, t1 = p.ctx, time.perf_counter()
+    text, stats, prompt_ms = await _generate(ctx, settings, engine, template, p.place, p.request_id)
     engine_ms = [stats]
     if not text.strip() and ctx.line_done and stats.finish_reason == "stop":
         # The model ended the answer at once: the line is finished, so ask for the next one.
         ctx = context.next_line(ctx)
-        text, stats, more_ms = await _generate(ctx, settings, engine, template, place, new_request_id("sugg"))
+        text, stats, more_ms = await _generate(ctx, settings, engine, template, p.place, new_request_id("sugg"))
         prompt_ms += more_ms
         engine_ms.append(stats)
     t3 = time.perf_counter()
-    final = _without_placeholder(finalize(text, ctx), rid)
+    final = _without_placeholder(finalize(text, ctx), p.request_id)
     if ctx.newline and final.strip():
         final = ctx.eol + final  # the newline the prompt assumed
     t4 = time.perf_counter()
     timings = Timings(
-        context_ms=(t1 - t0) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),
+        context_ms=(t1 - p.started) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),
         ttft_ms=sum(st.ttft_ms for st in engine_ms), decode_ms=sum(st.decode_ms for st in engine_ms),
-        post_ms=(t4 - t3) * 1000, total_ms=(t4 - t0) * 1000,
+        post_ms=(t4 - t3) * 1000, total_ms=(t4 - p.started) * 1000,
     )
-    return Suggestion(doc.uri, doc.version, cursor, final, ctx.mode, "model", timings, stats, rid)
+    return Suggestion(p.doc.uri, p.doc.version, p.cursor, final, ctx.mode, "model", timings, stats, p.request_id)
 
 
-async def _context(doc: Document, cursor: int, settings: Settings, frame: context.Frame | None, place: Place,
-                   keep: Callable[[context.Frame], None] | None, budget: context.Budget | None) -> context.Context:
-    """The context at `cursor`, on the previous frame while it holds; `keep` is given the frame it stands on."""
-    ctx = context.build(doc, cursor, budget or budget_of(settings), settings.prompt_layout, frame)
-    ctx = await _with_snippets(ctx, frame, place, doc, int(settings.context_tokens * CHARS_PER_TOKEN))
-    if keep is not None and ctx.frame is not None:
-        keep(ctx.frame)
-    return ctx
+async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate,
+                  **where: Any) -> Suggestion:
+    """`prepare` then `generate` (for callers that keep no frame between them: tests, scripts); `where` are
+    `prepare`'s keyword arguments."""
+    return await generate(await prepare(doc, cursor, settings, **where), settings, engine, template)
 
 
-async def warm(doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate,
-               frame: context.Frame | None = None, place: Place | None = None,
-               keep: Callable[[context.Frame], None] | None = None,
-               budget: context.Budget | None = None) -> GenerationStats | None:
-    """Prefill the prompt a keystroke at `cursor` will send, before it comes: the same frame (given to `keep`, so
-    the keystroke stands on it) and the same prompt, as a warm-up request (`GenerationRequest.warm`: the engine
+async def warm(p: Prepared, engine: Engine, template: prompt.FimTemplate) -> GenerationStats | None:
+    """Prefill the prompt a keystroke at the prepared place will send, before it comes (the caller keeps
+    `p.ctx.frame`, so the keystroke stands on it), as a warm-up request (`GenerationRequest.warm`: the engine
     computes its KV after all other work and drops it when a request arrives; the KV computed so far stays).
     None where a suggestion would send nothing (a credential on the cursor's line)."""
-    if redact.on_line(doc.text, cursor):
+    if p.ctx is None:
         return None
-    place = place or place_of(doc.uri)
-    ctx = await _context(doc, cursor, settings, frame, place, keep, budget)
-    p = prompt.render(context.redacted(ctx), template, path=place.path, repo=place.repo)
-    req = GenerationRequest(p.text, max_tokens=1, stop=template.stops, priority=Priority.BACKGROUND,
+    rendered = prompt.render(context.redacted(p.ctx), template, path=p.place.path, repo=p.place.repo)
+    req = GenerationRequest(rendered.text, max_tokens=1, stop=template.stops, priority=Priority.BACKGROUND,
                             id=new_request_id("warm"), warm=True)
     stats = GenerationStats()
     stream = engine.stream(req)

@@ -140,14 +140,12 @@ class CompletionService:
                          "looks binary" if doc.is_binary else "matches an exclusion glob")
                 return pipeline.Suggestion(doc.uri, doc.version, cursor, "", "single", "none")
             template = await self.template()
-
-            def keep(frame: context.Frame) -> None:
-                self._frames[doc.uri] = frame
-
             frame, budget = self._plan(doc, cursor)
-            s = await pipeline.suggest(doc, cursor, session.settings, session.start_engine(), template,
-                                       self._typeahead.get(doc.uri), invoked=invoked, frame=frame,
-                                       place=self.place(doc.uri), keep=keep, budget=budget)
+            prepared = await pipeline.prepare(doc, cursor, session.settings, cache=self._typeahead.get(doc.uri),
+                                              invoked=invoked, frame=frame, place=self.place(doc.uri), budget=budget)
+            if prepared.ctx is not None and prepared.ctx.frame is not None:
+                self._frames[doc.uri] = prepared.ctx.frame  # kept even if this request is superseded mid-prefill
+            s = await pipeline.generate(prepared, session.settings, session.start_engine(), template)
             log.info(pipeline.log_line(s))
             self._record(s)
             if s.source == "model":
@@ -230,8 +228,11 @@ class CompletionService:
             template = await self.template()
             if not session.is_current(doc.uri, doc.version) or self.running:
                 return None
-            stats = await pipeline.warm(doc, cursor, session.settings, engine, template, frame=frame,
-                                        place=self.place(doc.uri), keep=keep, budget=budget)
+            prepared = await pipeline.prepare(doc, cursor, session.settings, frame=frame, place=self.place(doc.uri),
+                                              budget=budget)
+            if prepared.ctx is not None and prepared.ctx.frame is not None:
+                keep(prepared.ctx.frame)
+            stats = await pipeline.warm(prepared, engine, template)
         except EngineError as e:
             log.debug("no warm-up at %s: %s", doc.uri, e)
             return None
