@@ -151,7 +151,7 @@ async def speculation(args: argparse.Namespace, model: Path) -> dict[str, Any]:
         await e.ready()
         try:
             await timed(e, GenerationRequest("warm up", max_tokens=2))
-            await timed(e, GenerationRequest(p, max_tokens=args.rewrite_tokens, rewrite=True))
+            await timed(e, GenerationRequest(p, max_tokens=args.rewrite_tokens))
             out[f"rewrite_tps_{mode}"] = round(e.completed[-1][1].decode_tps, 1)
             out[f"rewrite_tokens_{mode}"] = e.completed[-1][1].decode_tokens
         finally:

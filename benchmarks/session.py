@@ -25,8 +25,9 @@ counts as `exact` (the same model on the same places; a check that speed did not
 
 Configurations: `sparkls` (this checkout, default settings), `sparkls-short` (the same with `firstWindowTokens`
 `--first-window`: first answers at a new place from a short window), `sparkls-full` (`firstWindowTokens` 0: every
-answer from the full prompt), `baseline` (the server of `--baseline-ref`, run from a git worktree of that commit:
-today's behaviour before a change) and `llama.vim-like` (the peer of benchmarks/peers.py: llama.vim's prompts at
+answer from the full prompt), `sparkls-ngram` (`speculation` ngram: prompt-lookup drafts for completions),
+`baseline` (the server of `--baseline-ref`, run from a git worktree of that commit: today's behaviour before a
+change) and `llama.vim-like` (the peer of benchmarks/peers.py: llama.vim's prompts at
 its defaults on the same engine and model with `--cache-reuse 256`, in this process; its answers are not
 streamed, so a keystroke waits for the whole answer, as in llama.vim). Both models with `--models 0.5b,1.5b`.
 Each sparkls configuration's first-suggestion p50 is printed as a ratio to the peer's, the same metric on both sides.
@@ -65,7 +66,8 @@ MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 ROUTE = (("start", 2), ("jump", 3), ("jump", 9), ("jump", 8), ("enter", 8), ("jump", 0), ("jump", 5), ("jump", 11),
          ("enter", 11), ("switch", 2), ("back", 11), ("jump", 6))
 N_PLACES = 12
-CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "sparkls-full": {}, "baseline": {}}
+CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "sparkls-full": {},
+                                      "sparkls-ngram": {"speculation": "ngram"}, "baseline": {}}
 PEER = "llama.vim-like"
 
 
@@ -421,6 +423,12 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
                   if not rid.startswith("warm-") and e["finish_reason"] == "abort" and e["decode_tokens"] == 0)
     out["warm keystrokes"] = {"ms": dist(warm), "model_ms": dist([ms for e in events for ms in e["warm_model_ms"]]),
                               "new_tokens": dist(warm_new)}
+    answered = [e for rid, e in engine.items() if not rid.startswith("warm-") and e["decode_tokens"] > 1]
+    out["decoding"] = {"ms_per_token": sum(e["decode_ms"] for e in answered) / max(1, sum(e["decode_tokens"]
+                                                                                         for e in answered)),
+                       "tokens": sum(e["decode_tokens"] for e in answered),
+                       "drafted": sum(e["draft_tokens"] for e in answered),
+                       "accepted": sum(e["accepted_tokens"] for e in answered)}
     out["unseen engine work"] = {"warmup_prefill_s": unseen_warm / 1000, "aborted_prefill_s": aborted / 1000,
                                  "warmups": sum(rid.startswith("warm-") for rid in engine)}
     return out
@@ -451,6 +459,9 @@ def table(results: list[dict[str, Any]]) -> str:
     rows.append(["warm keystroke, model-served ms p50 (n)",
                  *[f"{fmt(s['warm keystrokes']['model_ms'])} ({s['warm keystrokes']['model_ms']['n']})" for s in sums]])
     rows.append(["warm keystroke new tokens p50", *[fmt(s["warm keystrokes"]["new_tokens"]) for s in sums]])
+    rows.append(["decoding ms per token (tokens), drafts accepted / drafted",
+                 *[f"{s['decoding']['ms_per_token']:.0f} ({s['decoding']['tokens']}), "
+                   f"{s['decoding']['accepted']} / {s['decoding']['drafted']}" for s in sums]])
     rows.append(["warm-ups (prefill s)", *[f"{s['unseen engine work']['warmups']} "
                                             f"({s['unseen engine work']['warmup_prefill_s']:.1f})" for s in sums]])
     rows.append(["aborted before a token (prefill s)",
@@ -483,7 +494,7 @@ def main() -> int:
     results = []
     commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
     with tempfile.TemporaryDirectory() as tmp:
-        envs: dict[str, dict[str, str] | None] = {"sparkls": None, "sparkls-short": None, "sparkls-full": None}
+        envs: dict[str, dict[str, str] | None] = {name: None for name in CONFIGS if name != "baseline"}
         if "baseline" in args.configs.split(","):
             envs["baseline"] = baseline_env(args.baseline_ref, Path(tmp) / "baseline")
         try:

@@ -59,12 +59,12 @@ class Settings(BaseModel):
         "Memory for the KV states the embedded engine saves before a prompt for another document or place "
         "overwrites its interactive sequence; a prompt that shares more with a saved state loads it instead of "
         "prefilling. 0 turns it off."))
-    first_window_tokens: int = Field(default=0, ge=0, le=16384, description=(
+    first_window_tokens: int = Field(default=256, ge=0, le=16384, description=(
         "At a new place (the cursor left the last prompt's typing span), answer first from a prompt whose window "
         "holds this many tokens before the typing anchor (from the enclosing definition's start when it is within "
         "twice as many) and as many after the cursor, the same head (no other files' snippets in a file not seen "
         "before); the full prompt is prefilled in the background and used from the first keystroke after it is "
-        "ready. 0: every answer comes from the full prompt."))
+        "ready. 0: every answer comes from the full prompt (a new place then waits for ~1,000 more prompt tokens)."))
     warmup: bool = Field(default=True, description=(
         "Prefill the prompt at the cursor before the first keystroke, at the lowest priority and dropped by any "
         "request, when the editor shows where the cursor is (a code action request at an empty selection, or "
@@ -121,9 +121,9 @@ class Settings(BaseModel):
         "afterwards from their tokens (prefix caching makes that cheap), so a keystroke has the engine to itself; off: "
         "vLLM's priority scheduler alone (it orders its queue and preempts only when KV blocks run out)."))
     speculation: Speculation = Field(default="off", description=(
-        "Speculative decoding for rewrites (code actions, next-edit): `ngram` drafts tokens by prompt lookup, which "
-        "pays off when the output repeats the input (vLLM: its n-gram method; llama.cpp: sparkls' own prompt-lookup "
-        "loop, greedy, same output)."))
+        "Speculative decoding for every generation (completions, code actions, next-edit): `ngram` drafts tokens by "
+        "prompt lookup, which pays off when the output repeats the input (a rewrite, a docstring line like the one "
+        "above); vLLM: its n-gram method; llama.cpp: sparkls' own greedy loop (the same tokens up to batch rounding)."))
     speculative_tokens: int = Field(default=0, ge=0, le=64, description=(
         "Most draft tokens per step with `speculation`; 0: the engine's default (vLLM: 4; llama.cpp: 32, with a draft "
         "length that adapts to how much of the drafts is accepted)."))

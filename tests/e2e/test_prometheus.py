@@ -67,7 +67,8 @@ def other_address() -> str | None:
 async def test_the_scrape_counts_the_suggestions_engine_requests_and_cancellations_made():
     port = free_port()
     opts = {"engine": "fake", "fakeResponse": SCRIPT, "fakeTokenDelayMs": 50, "maxLines": 100,
-            "maxTokensMultiLine": 1000, "metricsPort": port, "openaiApiKey": SECRET}
+            "maxTokensMultiLine": 1000, "metricsPort": port, "openaiApiKey": SECRET,
+            "firstWindowTokens": 0}  # one engine request per answer: no background prefill of a full prompt
     async with lsp(options=opts) as (c, _):
         for i in range(2):  # two documents: the second is no typed-ahead rest of the first
             uri = f"file:///w/greet{i}.py"

@@ -174,7 +174,8 @@ async def test_a_newer_request_for_the_same_document_supersedes_the_older():
 
 
 async def test_typing_what_was_suggested_is_answered_without_the_engine():
-    async with lsp(options={"engine": "fake", "fakeResponse": "return 42\n"}) as (c, _):
+    # One engine request: every answer from the full prompt (no background prefill of it).
+    async with lsp(options={"engine": "fake", "fakeResponse": "return 42\n", "firstWindowTokens": 0}) as (c, _):
         uri = "file:///w/a.py"
         open_doc(c, uri, "def f():\n    \n")
         await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
@@ -266,7 +267,7 @@ async def test_invalid_settings_warn_once_and_fall_back_to_defaults():
 
 
 async def test_inline_and_classic_requests_at_the_same_cursor_share_one_generation():
-    opts = {"engine": "fake", "fakeResponse": "return 7\n", "fakeTokenDelayMs": 30}
+    opts = {"engine": "fake", "fakeResponse": "return 7\n", "fakeTokenDelayMs": 30, "firstWindowTokens": 0}
     async with lsp(options=opts) as (c, _):
         uri = "file:///w/a.py"
         open_doc(c, uri, "def f():\n    \n")
@@ -288,7 +289,9 @@ async def test_a_definition_from_an_imported_workspace_file_reaches_the_prompt_a
     (tmp_path / ".env").write_text("API_TOKEN=sk-live-0123456789\n")
     main = "from .util import scale_all\n\n\ndef run(xs):\n    return \n"
     answers = json.dumps({"": "none", "def scale_all(values, factor)": "scale_all(xs, 2)", "sk-live-0123": "leaked"})
-    async with lsp(options={"engine": "fake", "fakeResponse": answers}, root=tmp_path) as (c, _):
+    # Other files' snippets are in the full prompt; a first window in a document not seen before has none.
+    options = {"engine": "fake", "fakeResponse": answers, "firstWindowTokens": 0}
+    async with lsp(options=options, root=tmp_path) as (c, _):
         open_doc(c, (tmp_path / ".env").as_uri(), "API_TOKEN=sk-live-0123456789\n")
         uri = (tmp_path / "pkg" / "main.py").as_uri()
         open_doc(c, uri, main)
@@ -355,7 +358,9 @@ async def _warmups(c, count: int) -> list:
 
 
 async def test_the_cursor_shown_by_a_code_action_request_or_sparkls_cursor_warms_up_the_prompt_there():
-    async with lsp("visual-studio-code", "utf-16", {"engine": "fake", "fakeResponse": "rn msg\n"}) as (c, _):
+    # One warm-up per cursor: the full prompt at once (a first window would add the full one after it).
+    options = {"engine": "fake", "fakeResponse": "rn msg\n", "firstWindowTokens": 0}
+    async with lsp("visual-studio-code", "utf-16", options) as (c, _):
         uri = "file:///w/greet.py"
         open_doc(c, uri, TEXT)
         cur = position(TEXT, CURSOR, "utf-16")

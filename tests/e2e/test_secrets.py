@@ -102,6 +102,8 @@ async def test_an_excluded_document_gets_no_completion_code_action_or_next_edit(
 
 
 MAIN = "from .util import scale_all\n\n\ndef run(xs):\n    return \n"
+# Other files' snippets are in the full prompt; a first window in a document not seen before has none.
+FULL = {"firstWindowTokens": 0}
 
 
 async def test_an_open_excluded_document_never_reaches_another_documents_prompt(tmp_path):
@@ -110,7 +112,7 @@ async def test_an_open_excluded_document_never_reaches_another_documents_prompt(
     secret_doc = "def run_region(xs):\n    return scale_all(xs, 2)  # the_marker_of_the_env_file\n"
     helper_doc = "def run_helper(xs):\n    return scale_all(xs, 3)  # the_marker_of_the_helper\n"
     answers = script("none", the_marker_of_the_helper="helper seen", the_marker_of_the_env_file="LEAKED")
-    async with lsp(options={"engine": "fake", "fakeResponse": answers}, root=tmp_path) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": answers, **FULL}, root=tmp_path) as (c, _):
         ed = Editor(c)
         ed.open((tmp_path / "pkg" / ".env.local").as_uri(), secret_doc)
         ed.open((tmp_path / "pkg" / "credentials_helper.py").as_uri(), secret_doc)  # `credentials*`
@@ -132,7 +134,7 @@ async def test_a_module_imported_from_an_excluded_file_never_reaches_the_prompt(
             "def run(xs):\n    rotate_key(load_token(db_password()))\n    return \n")
     answers = script("none", the_marker_of_util="util seen", the_marker_of_secrets_py="LEAKED",
                      the_marker_of_credentials="LEAKED", the_marker_of_config="LEAKED")
-    opts = {"engine": "fake", "fakeResponse": answers, "excludeFiles": ["**/config/*.py"]}
+    opts = {"engine": "fake", "fakeResponse": answers, "excludeFiles": ["**/config/*.py"], **FULL}
     async with lsp(options=opts, root=tmp_path) as (c, _):
         ed = Editor(c)
         uri = (tmp_path / "main.py").as_uri()
@@ -144,7 +146,7 @@ async def test_a_glob_added_while_running_takes_effect_at_once(tmp_path):
     write(tmp_path, {"notes/plan.py": "def scale_all(values):\n    return values  # the_marker_of_notes\n"})
     main = "from notes.plan import scale_all\n\n\ndef run(xs):\n    return \n"
     answers = script("none", the_marker_of_notes="notes seen")
-    async with lsp(options={"engine": "fake", "fakeResponse": answers}, root=tmp_path) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": answers, **FULL}, root=tmp_path) as (c, _):
         ed = Editor(c)
         uri = (tmp_path / "main.py").as_uri()
         ed.open(uri, main)
@@ -180,7 +182,7 @@ async def test_credentials_in_the_current_document_and_an_imported_one_are_redac
     # The answer shows which redacted line the prompt held (the last key found wins); a secret answers LEAKED.
     answers = script("none", **{'AWS_KEY = "<redacted>"': "app seen redacted",
                                 'DATABASE_URL = "postgres://admin:<redacted>@db/app"': "settings seen redacted"})
-    async with lsp(options={"engine": "fake", "fakeResponse": answers}, root=tmp_path) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": answers, **FULL}, root=tmp_path) as (c, _):
         ed = Editor(c)
         for name, text, expected in (("app.py", CURRENT, "settings seen redacted"), ("alone.py", alone,
                                                                                       "app seen redacted")):

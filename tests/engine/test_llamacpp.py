@@ -175,7 +175,7 @@ async def test_prompt_lookup_speculation_gives_the_same_rewrite_with_drafts_acce
 
     doc = Document.open("file:///w/h.py", "python", 1, HEADER)
     p = rewrite.render(doc, 0, len(HEADER), "Rename the parameter `x` to `value` in every function.")
-    req = GenerationRequest(p.text, max_tokens=160, stop=rewrite.STOPS, rewrite=True)
+    req = GenerationRequest(p.text, max_tokens=160, stop=rewrite.STOPS)
     texts, stats = [], []
     for speculation in ("off", "ngram"):
         eng = LlamaCppEngine(LlamaCppOptions(threads=1, speculation=speculation, speculative_tokens=16))

@@ -132,7 +132,7 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
 async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_model, engine):
     # The tiny model writes "!" forever, so a prompt full of "!" lets prompt lookup draft every token.
     rewrite = GenerationRequest("<|fim_prefix|>x = '" + "!" * 200 + "'\n<|fim_suffix|><|fim_middle|>",
-                                max_tokens=120, rewrite=True)
+                                max_tokens=120)
     plain, _, _ = await collect(engine, rewrite)
     spec = make_engine(tiny_model, speculation="ngram", speculative_tokens=4)
     try:

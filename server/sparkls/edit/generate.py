@@ -49,10 +49,10 @@ class EditResult:
 
 
 def request_for(prompt_text: str, region: str, settings: Settings, priority: int, rid: str) -> GenerationRequest:
-    """A rewrite request: enough tokens for the region and some growth; n-gram speculation applies."""
+    """A rewrite request: enough tokens for the region and some growth."""
     need = int(len(region) / CHARS_PER_TOKEN * 1.5) + 96
     return GenerationRequest(prompt_text, max_tokens=min(settings.max_tokens_rewrite, need), stop=rewrite.STOPS,
-                             priority=priority, rewrite=True, id=rid)
+                             priority=priority, id=rid)
 
 
 class LineGeneration:

@@ -55,7 +55,6 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     temperature: float = 0.0
     priority: int = Priority.INTERACTIVE  # lower is more urgent (vLLM's convention)
-    rewrite: bool = False  # the output mostly repeats the prompt (edits): speculation pays off
     heal: bool = False  # the prompt ends inside a line: an engine that can constrain decoding heals its last token
     warm: bool = False  # a warm-up: compute the prompt's KV for a request expected soon; its output is not used
     # (llama.cpp prefills it into the interactive sequence after all other work and drops it when any arrives)

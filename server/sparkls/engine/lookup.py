@@ -1,8 +1,9 @@
-"""Prompt-lookup drafting for speculative rewrites (pure; used by the llama.cpp engine).
+"""Prompt-lookup drafting for speculative decoding (pure; used by the llama.cpp engine).
 
-A rewrite mostly copies its input, which is in the prompt. The drafter finds where the text generated so far
-continues a stretch of earlier tokens (the longest suffix match, so it locks onto the region being copied
-rather than onto any earlier "    return") and proposes the tokens that followed there.
+A rewrite mostly copies its input, which is in the prompt, and a completion often repeats a nearby line. The
+drafter finds where the text generated so far continues a stretch of earlier tokens (the longest suffix match,
+so it locks onto the region being copied rather than onto any earlier "    return") and proposes the tokens
+that followed there.
 
 The draft length adapts, because on a CPU verification is not free: a batch of b tokens costs at best about
 b/2.3 single-token steps here (measured in benchmarks/edit_eval.py, part `cost`), so every rejected draft token

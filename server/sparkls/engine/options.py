@@ -19,12 +19,13 @@ class LlamaCppOptions:
     prefill_threads: int = 0  # 0 = every core: prompt batches
     kv_states_mb: int = 256  # saved KV states per sequence (engine/kvstates.py); 0: none
     n_batch: int = 256
-    prefill_chunk: int = 64
+    prefill_chunk: int = 32  # a request waits for the chunk in flight: 32 halves that wait against 64 at the same
+    # prefill tokens/s (0.5B, 2 cores; 16 loses ~18 %), benchmarks/session.py
     reuse_cache: bool = True  # False: evaluate every prompt from scratch (the naive baseline)
     cache_reuse: int = 0  # > 0: shift cached runs of at least this many tokens to where a prompt has them again
     # (llama.cpp server's `--cache-reuse`; engine/kvstates.py chunk_moves); 0: the common prefix only
     priority: bool = True  # False: first come, first served, no preemption
-    speculation: str = "off"  # "ngram": prompt-lookup drafts for rewrite requests
+    speculation: str = "off"  # "ngram": prompt-lookup drafts for every generation (completions and rewrites)
     speculative_tokens: int = 32  # the longest draft; the drafter adapts below it (engine/lookup.py)
 
 

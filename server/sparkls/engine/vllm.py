@@ -10,7 +10,8 @@ prefix caching serves from the KV cache, so after the batch step in flight a key
 behind nor shares its steps with background decodes and prefills; the consumer of a paused stream sees
 a slower stream of the same text (a stop string that spans the pause is still found). Outputs stream
 as deltas. When the consumer stops or is cancelled, the vLLM request is aborted (`AsyncLLM.abort`)
-before the exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on for rewrite-heavy use.
+before the exception propagates. n-gram (prompt-lookup) speculative decoding can be switched on (it pays
+off where the output repeats the prompt).
 
 Construction blocks for tens of seconds (engine-core process start, weights, warm-up), so it
 runs in a thread started by the constructor, never on `initialize`; `ready()` awaits it. `vllm`
