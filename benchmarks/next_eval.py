@@ -139,6 +139,10 @@ async def run_server(name: str, model: str, rows: list[dict[str, Any]], args: ar
     client = Client(Path(tempfile.gettempdir()) / f"sparkls-next-{name}-{model}.log")
     await client.start({"engine": "llamacpp", "model": MODELS[model], "threads": args.threads,
                         "nextEditPrefetch": False}, env=env)
+    health = await client.wait_ready()  # the model loads before the first row, not inside its cold time
+    if not health.ok:
+        await client.stop()
+        raise SystemExit(f"{name} {model}: the engine is not available: {health.detail}")
     out = []
     try:
         for i, row in enumerate(rows):
