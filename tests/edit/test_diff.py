@@ -1,6 +1,6 @@
 """Minimal edits: applying them yields exactly the rewrite, they never touch unchanged text or split a CRLF."""
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from sparkls.edit import diff
 
 from tests.edit_support import texts
@@ -45,3 +45,17 @@ def test_inserted_and_deleted_lines_are_whole_line_edits():
     old = "a\nb\nc\n"
     assert diff.diff(old, "a\nb\nnew\nc\n") == [diff.Edit(4, 4, "new\n")]
     assert diff.diff(old, "a\nc\n") == [diff.Edit(2, 4, "")]
+
+
+@given(texts, texts)
+def test_the_minimal_edits_joined_into_one_still_yield_exactly_the_rewrite(old, new):
+    es = diff.diff(old, new)
+    assume(es)  # something to join
+    one = diff.joined(old, es)
+    assert diff.apply(old, [one]) == new
+    assert (one.start, one.end) == (es[0].start, es[-1].end)
+
+
+def test_joined_edits_keep_the_text_between_them():
+    text = "a = f(1)\nb = f(2)\n"
+    assert diff.joined(text, [diff.Edit(5, 5, "_v2"), diff.Edit(14, 14, "_v2")]) == diff.Edit(5, 14, "_v2(1)\nb = f_v2")

@@ -4,7 +4,8 @@ A model answers an edit request with a whole rewritten region; sending that regi
 replacement would move the user's cursor, flicker and clobber marks. `diff` turns it into small
 edits: a line diff first, then a character diff inside each block of changed lines, so unchanged
 text is never touched. Offsets are string offsets into the original; an edit never starts or ends
-between the "\\r" and "\\n" of a CRLF (not a valid LSP position). Pure and synchronous.
+between the "\\r" and "\\n" of a CRLF (not a valid LSP position). `joined` makes one edit of several, for the
+clients that take only one. Pure and synchronous.
 """
 
 from __future__ import annotations
@@ -91,6 +92,14 @@ def apply(text: str, edits: Iterable[Edit]) -> str:
         pos = e.end
     out.append(text[pos:])
     return "".join(out)
+
+
+def joined(text: str, edits: Sequence[Edit]) -> Edit:
+    """Non-overlapping edits (at least one) as one replacement from the first's start to the last's end, the
+    text between them kept: for clients that take only one edit. No longer minimal, so only for those."""
+    start, end = min(e.start for e in edits), max(e.end for e in edits)
+    inner = [Edit(e.start - start, e.end - start, e.text) for e in edits]
+    return Edit(start, end, apply(text[start:end], inner))
 
 
 def changed_chars(edits: Iterable[Edit]) -> int:
