@@ -16,6 +16,7 @@ from sparkls.lsp import convert
 from sparkls.lsp.protocol import SparkServer
 from sparkls.session import UnknownDocument
 from sparkls.text.document import Document
+from sparkls.text.positions import Encoding
 
 log = logging.getLogger("sparkls")
 
@@ -47,10 +48,10 @@ def for_model(ls: SparkServer, uri: str) -> Document:
     return doc
 
 
-def offset(ls: SparkServer, doc: Document, position: types.Position) -> int:
-    """A position in the negotiated encoding as a string offset; `InvalidParams` when impossible."""
+def offset(ls: SparkServer, doc: Document, position: types.Position, encoding: Encoding | None = None) -> int:
+    """A position in the negotiated encoding (or `encoding`) as a string offset; `InvalidParams` when impossible."""
     try:
-        return convert.cursor_offset(doc, position, ls.session.encoding)
+        return convert.cursor_offset(doc, position, encoding or ls.session.encoding)
     except convert.InvalidPosition as e:
         raise JsonRpcInvalidParams(str(e)) from None
 

@@ -1,4 +1,5 @@
-"""Next-edit: `sparkls/inlineEdit` returns the predicted edits anywhere in a window around the cursor."""
+"""Next-edit: `sparkls/inlineEdit` returns the predicted edits anywhere in a window around the cursor; `predicted`
+reads the request and predicts (also for `textDocument/copilotInlineEdit`, in `copilot`)."""
 
 from __future__ import annotations
 
@@ -8,30 +9,41 @@ from typing import Any
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
 
+from sparkls.edit.generate import EditResult
 from sparkls.lsp import convert
 from sparkls.lsp.handlers.common import offset, served, snapshot
 from sparkls.lsp.protocol import SparkServer
+from sparkls.text.document import Document
+from sparkls.text.positions import Encoding
 
 log = logging.getLogger("sparkls")
 
 
-async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
-    """{textDocument: {uri, version?}, position} -> {textDocument, requestId, edits, range}."""
+async def predicted(ls: SparkServer, params: Any, method: str, encoding: Encoding | None = None,
+                    ) -> tuple[Document, EditResult | None]:
+    """`{textDocument: {uri, version?}, position}` (positions in `encoding`, else the negotiated one) -> the
+    snapshot and the prediction at the position: None when the version asked for is not the document's (stale),
+    or the engine failed."""
     try:
         uri = params.textDocument.uri
         pos = types.Position(line=int(params.position.line), character=int(params.position.character))
         version = getattr(params.textDocument, "version", None)
         version = None if version is None else int(version)
     except (AttributeError, TypeError, ValueError):
-        raise JsonRpcInvalidParams("sparkls/inlineEdit needs textDocument.uri (and an integer version) and position"
-                                   ) from None
+        raise JsonRpcInvalidParams(f"{method} needs textDocument.uri (and an integer version) and position") from None
     doc = snapshot(ls, uri)
-    cursor = offset(ls, doc, pos)
-    empty = {"textDocument": {"uri": uri, "version": doc.version}, "edits": [], "requestId": None}
+    cursor = offset(ls, doc, pos, encoding)
     if version is not None and version != doc.version:
-        log.info("inlineEdit for v%s, document is v%d: nothing predicted", version, doc.version)
-        return empty
-    result = await served(ls, uri, ls.edits.predict(doc, cursor))
+        log.info("%s for v%s, document is v%d: nothing predicted", method, version, doc.version)
+        return doc, None
+    return doc, await served(ls, uri, ls.edits.predict(doc, cursor))
+
+
+async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
+    """{textDocument: {uri, version?}, position} -> {textDocument, requestId, edits, range}."""
+    doc, result = await predicted(ls, params, "sparkls/inlineEdit")
+    uri = doc.uri
+    empty = {"textDocument": {"uri": uri, "version": doc.version}, "edits": [], "requestId": None}
     if result is None:
         return empty
     enc, unstructure = ls.session.encoding, ls.protocol._converter.unstructure
