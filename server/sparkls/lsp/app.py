@@ -13,7 +13,7 @@ from typing import Any
 
 from lsprotocol import types
 
-from sparkls.lsp.handlers import actions, commands, completion, documents, nextedit, state
+from sparkls.lsp.handlers import actions, commands, completion, copilot, documents, nextedit, state
 from sparkls.lsp.protocol import SparkServer
 from sparkls.lsp.telemetry import Handler, Telemetry
 
@@ -24,13 +24,14 @@ KINDS = {
     types.TEXT_DOCUMENT_CODE_ACTION: "codeAction",
     types.CODE_ACTION_RESOLVE: "codeActionResolve",
     "sparkls/inlineEdit": "nextEdit",
+    copilot.METHOD: "nextEdit",
 }
 
 
 def create_server() -> SparkServer:
     server = SparkServer()
     telemetry = Telemetry(server.session, server.completions)
-    for module in (documents, completion, actions, nextedit, state):
+    for module in (documents, completion, actions, nextedit, copilot, state):
         for method, options, handler in module.FEATURES:
             if method == types.INITIALIZE:
                 handler = serving_metrics(telemetry, handler)
