@@ -8,6 +8,8 @@ The README's rows, claim by claim (`r` is the editor script's result):
   == "abort"` and the server serving after it; code actions applied by Neovim: `r["action_after"]`.
 - Emacs + eglot, completion at point: `(r["before"], r["after"])`; code actions applied by eglot:
   `"sparkls: Implement `area`" in r["actions"]` and `r["action_after"]`.
+- Neovim, predicted next edits with editors/nvim (`sparkls.nextedit`): shown as extmarks `r["accept_marks"]`,
+  applied by Tab `r["accepted"]`, dismissed by Escape `r["dismissed"]`, a stale answer never shown `r["stale_marks"]`.
 - Helix (not installable here): tests/e2e/test_protocol_fake.py replays its recorded capabilities
   (`test_helix_capabilities_get_classic_completion_with_utf8_positions`).
 """
@@ -26,6 +28,7 @@ import pytest
 from tests.conftest import require
 
 HERE = Path(__file__).resolve().parent / "editors"
+PLUGIN = Path(__file__).resolve().parents[2] / "editors" / "nvim"
 CALC = '''import math
 
 
@@ -122,6 +125,76 @@ def test_neovim_works_with_the_real_default_model(tmp_path):
     after = r["action_after"]
     assert implemented(after, "area"), after
     compile("\n".join(["import math", "def area(r):", *body_of(after, "area")]), "area", "exec")  # valid Python
+
+
+SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n\n\ndef show(x):\n    print(x)\n    print(x * 2)\n"
+RENAMED = SERIES.replace("compute(", "compute_v2(")
+LOGGED = RENAMED.replace("print", "log") + "    return x\n"
+# The fake engine answers by what the next-edit prompt says the user just did (the window is the whole file).
+NEXT_EDITS = {"engine": "fake", "nextEditLinesBefore": 50, "nextEditLinesAfter": 50, "fakeResponse": json.dumps({
+    "": "", "replaced `compute` with `compute_v2` on line 1": RENAMED + "```\n",
+    "replaced `print` with `log`": LOGGED + "```\n", "inserted `# end`": ""})}
+
+
+def run_neovim_nextedit(tmp_path: Path, timeout_s: int) -> dict:
+    nvim = need("nvim")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "series.py").write_text(SERIES)
+    out = tmp_path / "out.json"
+    env = {**os.environ, "SPARKLS_NVIM_OUT": str(out), "SPARKLS_NVIM_FILE": str(tmp_path / "series.py"),
+           "SPARKLS_NVIM_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
+           "SPARKLS_NVIM_OPTIONS": json.dumps(NEXT_EDITS), "SPARKLS_NVIM_PLUGIN": str(PLUGIN),
+           "SPARKLS_NVIM_START_MS": str(timeout_s * 1000 * 2 // 3), "SPARKLS_NVIM_TIMEOUT_MS": "10000",
+           "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
+    proc = subprocess.run([nvim, "--headless", "--clean", "-u", "NONE", "-c",
+                           f"luafile {HERE / 'neovim_nextedit.lua'}"],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
+    assert out.exists(), f"Neovim wrote no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
+    result = json.loads(out.read_text())
+    failed = [s for s in result["steps"] if not s["ok"]]
+    assert not failed and result.get("done"), (
+        f"steps failed: {failed}; events: {result['events']}; stderr: {proc.stderr[-2000:]}")
+    return result
+
+
+def test_neovim_plugin_shows_applies_and_dismisses_predicted_edits_and_drops_stale_ones(tmp_path):
+    r = run_neovim_nextedit(tmp_path, 60)  # about 5 s; the server may start slowly on a busy machine
+    typed = SERIES.replace("compute(1)", "compute_v2(1)", 1)
+    assert r["typed"] == typed
+    # shown: `_v2` as inline virtual text where the server predicts it, nothing else
+    assert [(m["row"], m["col"], m["virt_text"], m["virt_text_pos"]) for m in r["accept_marks"]] == [
+        (1, 11, "_v2", "inline"), (2, 11, "_v2", "inline")]
+    ours = "sparkls: accept the predicted edit"
+    assert r["tab_while_shown"] == {"n": ours, "i": ours}
+    # Tab applied exactly the prediction, took the marks and its mappings away, gave the user's Tab back
+    assert r["accepted"] == RENAMED and r["accept_event"] == "accepted" and not r["marks_after_accept"]
+    assert r["tab_after_accept"] == {"n": None, "i": "user tab"}
+    assert r["after_accept_event"] == "empty"  # asked again after the applied edit: the buffer is the prediction
+    # the second prediction, in insert mode: `print` struck through with `log` after it, a line added below
+    assert r["typed2"] == RENAMED.replace("print", "log", 1) and r["mode_while_shown"] == "i"
+    lines = r["typed2"].split("\n")
+    removed = [lines[m["row"]][m["col"]:m["end_col"]] for m in r["dismiss_marks"]
+               if m["hl_group"] == "SparklsNextEditDelete" and m["end_row"] == m["row"]]
+    inline = [(m["row"], m["virt_text"]) for m in r["dismiss_marks"] if m["virt_text_pos"] == "inline"]
+    added = [m["virt_lines"] for m in r["dismiss_marks"] if m["virt_lines"] is not None]
+    assert (removed, inline, added) == (["print"], [(7, "log")], [["    return x"]]), r["dismiss_marks"]
+    assert r["tab_while_shown2"] == ours
+    # Escape: nothing applied, marks gone, insert mode left, the user's Tab back
+    assert r["dismissed"] == r["typed2"] and r["dismiss_event"] == "dismissed"
+    assert r["tab_after_dismiss"] == "user tab"
+    # the server heard what was shown and what was dismissed (and a notification it may not handle harmed nothing)
+    ids = [e["request_id"] for e in r["events"] if e["event"] == "shown"]
+    assert len(ids) == 2 and all(ids)
+    assert r["notified"] == [{"requestId": ids[0], "event": "shown"}, {"requestId": ids[1], "event": "shown"},
+                             {"requestId": ids[1], "event": "dismissed"}]
+    # a newer request cancels the one in flight; the answer for the buffer before `# end` is not shown
+    first, second = r["stale_requests"][0]["id"], r["stale_requests"][-1]["id"]
+    assert r["sent"] == [True, True] and first != second
+    assert {"id": first, "type": "cancel"} in r["stale_requests"]
+    assert "stale" in r["stale_events"] and "shown" not in r["stale_events"]
+    assert not r["stale_marks"] and r["stale_text"] == r["typed2"] + "# end\n"
+    assert r["serving_after"]
 
 
 def run_emacs(tmp_path: Path, options: dict, timeout_s: int) -> dict:
