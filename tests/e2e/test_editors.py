@@ -170,6 +170,7 @@ def test_neovim_plugin_shows_applies_and_dismisses_predicted_edits_and_drops_sta
     # Tab applied exactly the prediction, took the marks and its mappings away, gave the user's Tab back
     assert r["accepted"] == RENAMED and r["accept_event"] == "accepted" and not r["marks_after_accept"]
     assert r["tab_after_accept"] == {"n": None, "i": "user tab"}
+    assert r["executed"] == (1 if r["accept_command"] else 0)  # the prediction's command, when it has one
     assert r["after_accept_event"] == "empty"  # asked again after the applied edit: the buffer is the prediction
     # the second prediction, in insert mode: `print` struck through with `log` after it, a line added below
     assert r["typed2"] == RENAMED.replace("print", "log", 1) and r["mode_while_shown"] == "i"

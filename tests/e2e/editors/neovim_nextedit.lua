@@ -6,7 +6,7 @@ local api = vim.api
 local out_path = assert(os.getenv('SPARKLS_NVIM_OUT'))
 local timeout = tonumber(os.getenv('SPARKLS_NVIM_TIMEOUT_MS') or '10000')  -- each step's wait
 local start_timeout = tonumber(os.getenv('SPARKLS_NVIM_START_MS') or '40000')  -- the server's start
-local result = { steps = {}, notified = {}, events = {}, requests = {} }
+local result = { steps = {}, notified = {}, events = {}, requests = {}, executed = 0 }
 
 local function save()
   local f = assert(io.open(out_path, 'w'))
@@ -61,6 +61,8 @@ api.nvim_create_autocmd('LspRequest', { callback = function(args)
   local r = args.data.request
   if r.method == 'sparkls/inlineEdit' then
     result.requests[#result.requests + 1] = { id = args.data.request_id, type = r.type }
+  elseif r.method == 'workspace/executeCommand' and r.type == 'pending' then
+    result.executed = (result.executed or 0) + 1
   end
 end })
 
@@ -123,6 +125,7 @@ step('accept', function()
   assert(shown_after(seen), 'no prediction shown: ' .. vim.inspect(result.events))
   result.accept_marks = marks()
   result.tab_while_shown = { n = tab_desc('n'), i = tab_desc('i') }
+  result.accept_command = nextedit.shown().command or vim.NIL  -- run on accept when the server sends one
   seen = #result.events
   keys('<Tab>', true)
   assert(wait_for(function() return text() ~= result.typed end), 'Tab changed nothing')
