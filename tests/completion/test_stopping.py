@@ -121,6 +121,14 @@ def test_a_next_line_the_code_after_the_cursor_already_has_is_not_offered():
     assert run("def f():<|>\n    return 1\n", "    return 1\n\ndef g():\n") == ""
 
 
+def test_a_closing_brace_one_level_deeper_than_the_next_lines_is_offered_not_taken_for_it():
+    # The missing `}` closes the `if`; the `}` after the cursor closes the `for`, two columns further left.
+    text = "for (const x of xs) {\n  if (x) {\n    t += x;<|>\n}\n"
+    assert run(text, "  }\n", "javascript") == "  }"  # the pipeline puts the newline the prompt assumed before it
+    assert run(text.replace("t += x;<|>", "t += x;\n<|>"), "  }\n", "javascript") == "  }"
+    assert run(text.replace("t += x;<|>\n}", "t += x;<|>\n  }"), "  }\n", "javascript") == ""
+
+
 def test_a_newline_answer_in_a_crlf_file_is_recognised_and_keeps_crlf():
     got = run("def f(x):\r\n    y = x * tot<|>\r\n    return y\r\n", "\r\n    z = y + 1\r\n    w")
     assert got == "\r\n    z = y + 1"

@@ -34,6 +34,13 @@ def _in_docstring(text: str) -> bool:
     return (text.count('"""') + text.count("'''")) % 2 == 1
 
 
+def _repeats_next_line(line: str, suffix: str) -> bool:
+    """Whether a suggested whole line (with its indentation) is the first non-blank line after the cursor: the
+    same code at the same indentation (a `}` one level deeper than the suffix's `}` closes another block)."""
+    after = next((x for x in suffix.split("\n") if x.strip()), "")
+    return bool(line.strip()) and line.strip() == after.strip() and indent_width(line) == indent_width(after)
+
+
 def _first_code_line(text: str) -> str:
     for line in text.split("\n"):
         if line.strip():
@@ -186,11 +193,11 @@ def finalize(text: str, ctx: Context) -> str:
     if ctx.mode == "single":
         if ctx.line_before.strip() and newline_answer(text):
             text = _next_line(text, ctx.eol) if ctx.line_done else ""
-            return "" if text.strip() == _first_code_line(ctx.suffix) else text  # the suffix has that line
+            return "" if _repeats_next_line(text.lstrip("\r\n"), ctx.suffix) else text  # the suffix has that line
         if not ctx.line_before.strip():
             text = text.lstrip("\r\n")
         text = text.split("\n", 1)[0].rstrip()
-        if ctx.newline and text.strip() == _first_code_line(ctx.suffix):
+        if ctx.newline and _repeats_next_line(text, ctx.suffix):
             return ""  # the next line is already there
         return trim_line_overlap(ctx.line_before, text, ctx.line_after)
     lines = text.split("\n")
