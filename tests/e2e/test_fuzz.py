@@ -459,6 +459,8 @@ BAD_PARAMS = [  # (method, params) that cannot be read as the method's params
     ("workspace/executeCommand", {"command": "sparkls.applyAction", "arguments": [{"kind": "fix"}]}),
     ("workspace/executeCommand", {"command": "sparkls.applyAction", "arguments": ["x", 5]}),
     ("workspace/executeCommand", {"command": "no.such.command"}),
+    ("workspace/executeCommand", {"command": "sparkls.accepted", "arguments": [{"requestId": 5}]}),
+    ("workspace/executeCommand", {"command": "sparkls.accepted"}),
     ("codeAction/resolve", {"title": "x", "data": {"kind": "fix"}}),
     ("codeAction/resolve", {"data": 1}),
 ]

@@ -30,7 +30,7 @@ KINDS = {
 
 def create_server() -> SparkServer:
     server = SparkServer()
-    telemetry = Telemetry(server.session, server.completions)
+    telemetry = Telemetry(server.session, server.completions, server.acceptance)
     for module in (documents, completion, actions, nextedit, copilot, state):
         for method, options, handler in module.FEATURES:
             if method == types.INITIALIZE:

@@ -13,6 +13,7 @@ from sparkls.text.document import Document
 from sparkls.text.positions import ENCODINGS, Encoding, LineIndex
 
 WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+ACCEPTED = "sparkls.accepted"  # the command an offer carries, run by the client when the user accepts it
 
 
 def encoding_of(kind: str | types.PositionEncodingKind | None) -> Encoding:
@@ -64,13 +65,19 @@ def _position(idx: LineIndex, offset: int, encoding: Encoding) -> types.Position
     return types.Position(line=line, character=character)
 
 
-def inline_items(doc: Document, s: Suggestion, encoding: Encoding) -> types.InlineCompletionList:
+def accepted_command(request_id: str) -> types.Command:
+    """The command an offer carries: the client runs it on accept, so the server counts the acceptance."""
+    return types.Command(title="sparkls: accepted", command=ACCEPTED, arguments=[{"requestId": request_id}])
+
+
+def inline_items(doc: Document, s: Suggestion, encoding: Encoding, command: types.Command | None = None,
+                 ) -> types.InlineCompletionList:
     if not s.text:
         return types.InlineCompletionList(items=[])
     idx = index_of(doc)
     pos = _position(idx, s.cursor, encoding)
     return types.InlineCompletionList(items=[
-        types.InlineCompletionItem(insert_text=s.text, range=types.Range(start=pos, end=pos)),
+        types.InlineCompletionItem(insert_text=s.text, range=types.Range(start=pos, end=pos), command=command),
     ])
 
 
@@ -80,7 +87,7 @@ def snippet_text(text: str) -> str:
 
 
 def completion_items(doc: Document, s: Suggestion, encoding: Encoding, snippets: bool = False,
-                     ) -> types.CompletionList:
+                     command: types.Command | None = None) -> types.CompletionList:
     """One completion item whose `textEdit` replaces the word before the cursor (so clients filter it).
 
     For a client that takes snippets the text goes as a snippet (escaped, so it inserts literally): clients
@@ -106,6 +113,7 @@ def completion_items(doc: Document, s: Suggestion, encoding: Encoding, snippets:
             text_edit=types.TextEdit(
                 range=types.Range(start=_position(idx, start, encoding), end=_position(idx, s.cursor, encoding)),
                 new_text=snippet_text(new_text) if snippets else new_text),
+            command=command,
         )
     ])
 

@@ -7,8 +7,9 @@ JSON-RPC 2.0 `InvalidRequest`, a request before `initialize` `ServerNotInitializ
 second `initialize`) `InvalidRequest`, a request for a notification's method `MethodNotFound`, and one whose params
 do not match its method `InvalidParams` (pygls would drop it); notifications before `initialize` or after
 `shutdown` are dropped, `exit` always ends the server. It also cancels commands and integer-id requests properly,
-and keeps no copy of the documents (the session keeps the snapshots). `SparkServer` holds the session and the
-completion and edit services the handlers call, and serves stdio and TCP through `SparkProtocol.serve`.
+and keeps no copy of the documents (the session keeps the snapshots). `SparkServer` holds the session, the
+completion and edit services the handlers call and the acceptance ledger, and serves stdio and TCP through
+`SparkProtocol.serve`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from pygls.protocol.language_server import lsp_method
 from sparkls import __version__
 from sparkls.completion.service import CompletionService
 from sparkls.edit.service import EditService
+from sparkls.lsp.acceptance import AcceptanceLedger
 from sparkls.lsp.framing import Framed, Framer, Message, Skipped, Unparsable
 from sparkls.lsp.network import SUBPROTOCOL, Guard, Listen, handshake_problem, tcp_problem
 from sparkls.session import Session
@@ -260,6 +262,7 @@ class SparkServer(LanguageServer):
         self.engine_starts = 0  # engine starts shown as progress (each rebuild is one more)
         self.completions = CompletionService(self.session)
         self.edits = EditService(self.session)
+        self.acceptance = AcceptanceLedger()  # what became of the offers sent (`sparkls.accepted`, `/acceptance`)
 
     def log_to_client(self, message: str, kind: types.MessageType = types.MessageType.Info) -> None:
         try:

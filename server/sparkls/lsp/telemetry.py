@@ -29,6 +29,7 @@ from sparkls.completion.pipeline import Suggestion
 from sparkls.completion.service import CompletionService
 from sparkls.engine.base import Engine, GenerationStats, priority_label
 from sparkls.engine.metrics import Recorder
+from sparkls.lsp.acceptance import AcceptanceCounts, AcceptanceLedger
 from sparkls.session import Session
 from sparkls.text.document import Document
 
@@ -119,12 +120,52 @@ class EngineCollector(Collector):
         yield gauge
 
 
+# The acceptance counters: (name, help, the count of one source).
+_ACCEPTANCE: list[tuple[str, str, Callable[[AcceptanceCounts], int]]] = [
+    ("sparkls_offers", "Answers sent with text or edits (offers), by source (model, typeahead, nextEdit).",
+     lambda c: c.offered),
+    ("sparkls_offers_shown", "Offers the client reported shown.", lambda c: c.shown),
+    ("sparkls_offers_accepted", "Offers accepted whole (their sparkls.accepted command ran).", lambda c: c.accepted),
+    ("sparkls_offers_partially_accepted", "Offers partly accepted (a word or a line).",
+     lambda c: c.partially_accepted),
+    ("sparkls_offers_dismissed", "Offers the client reported dismissed.", lambda c: c.dismissed),
+    ("sparkls_accepted_chars", "Characters inserted by accepting offers, whole or in part.",
+     lambda c: c.accepted_chars),
+]
+
+
+class AcceptanceCollector(Collector):
+    """At each scrape: the acceptance ledger's counters per offer source, and the acceptance rate of the offers shown
+    and of those offered (a source with nothing to divide by has no rate sample)."""
+
+    def __init__(self, ledger: AcceptanceLedger) -> None:
+        self.ledger = ledger
+
+    def collect(self) -> Iterable[Metric]:
+        counts = self.ledger.counts()
+        for name, documentation, count_of in _ACCEPTANCE:
+            family = CounterMetricFamily(name, documentation, labels=["source"])
+            for source, c in counts.items():
+                family.add_metric([source], float(count_of(c)))
+            yield family
+        rate = GaugeMetricFamily("sparkls_acceptance_rate", (
+            "Offers accepted whole per offer shown (denominator shown) or per offer sent (denominator offered)."),
+            labels=["source", "denominator"])
+        for source, c in counts.items():
+            for denominator, fraction in (("shown", c.rate_of_shown), ("offered", c.rate_of_offered)):
+                if fraction is not None:
+                    rate.add_metric([source, denominator], fraction)
+        yield rate
+
+
 class Telemetry:
     """The exporter of one server: off until `start` gets a port; follows the session to its shutdown."""
 
-    def __init__(self, session: Session, completions: CompletionService) -> None:
+    def __init__(self, session: Session, completions: CompletionService,
+                 acceptance: AcceptanceLedger | None = None) -> None:
         self.session = session
         self.completions = completions
+        self.acceptance = acceptance
         self.port: int | None = None  # the port `start` was given (0: off)
         self._moving: asyncio.Future[None] | None = None  # a move to another port (`reconfigured`)
         self.registry: CollectorRegistry | None = None  # the private registry, once served (kept after `stop`)
@@ -148,6 +189,8 @@ class Telemetry:
         registry = CollectorRegistry(auto_describe=True)
         instruments = Instruments(registry)
         registry.register(EngineCollector(self))
+        if self.acceptance is not None:
+            registry.register(AcceptanceCollector(self.acceptance))
         try:
             self._http, _thread = start_http_server(port, addr=ADDRESS, registry=registry)
         except OSError as e:

@@ -1,4 +1,5 @@
-"""Commands: apply a chosen code action (streamed into the buffer, or at once) and redirect a running one.
+"""Commands: apply a chosen code action (streamed into the buffer, or at once), redirect a running one, and
+count an accepted offer (`sparkls.accepted`, which every completion item and next-edit carries).
 
 A streaming edit reports cancellable `$/progress` and applies lines as they come through `workspace/applyEdit`;
 cancelling the request or the progress aborts the engine and keeps or reverts (`editCancel`)."""
@@ -16,8 +17,9 @@ from pygls.exceptions import JsonRpcInvalidParams
 from sparkls.edit import actions, live
 from sparkls.edit.diff import Edit
 from sparkls.engine.base import EngineError
+from sparkls.lsp.convert import ACCEPTED
 from sparkls.lsp.handlers.actions import APPLY, action_of, run_action
-from sparkls.lsp.handlers.common import begin_progress, for_model, workspace_edit
+from sparkls.lsp.handlers.common import begin_progress, field_of, for_model, workspace_edit
 from sparkls.lsp.protocol import SparkServer
 from sparkls.session import Change
 from sparkls.text.document import Document
@@ -131,4 +133,14 @@ async def redirect(ls: SparkServer, *args: Any) -> dict[str, Any]:
     return {"redirected": True, "token": token}
 
 
-COMMANDS = [(APPLY, apply_action), (REDIRECT, redirect)]
+def accepted(ls: SparkServer, *args: Any) -> None:
+    """The user accepted an offer: one argument, `{"requestId": str}`. An unknown (or forgotten) or already counted
+    request id changes nothing (logged at debug)."""
+    rid = field_of(args[0], "requestId") if len(args) == 1 else None
+    if not isinstance(rid, str):
+        raise JsonRpcInvalidParams(f'{ACCEPTED} takes one argument, {{"requestId": str}}')
+    if not ls.acceptance.accepted(rid):
+        log.debug("%s %s changes nothing (unknown, forgotten or already accepted or dismissed)", ACCEPTED, rid)
+
+
+COMMANDS = [(APPLY, apply_action), (REDIRECT, redirect), (ACCEPTED, accepted)]

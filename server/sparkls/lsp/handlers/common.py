@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcInvalidParams
@@ -75,6 +75,20 @@ async def served(ls: SparkServer, uri: str, work: Awaitable[R]) -> R | None:
         log.info("%s: dropped as stale (computed for v%d)", result.request_id, result.version)
         return None
     return result
+
+
+def field_of(params: Any, name: str) -> Any:
+    """A field of custom params: pygls gives a custom method's params as named tuples, a command's as dicts."""
+    return params.get(name) if isinstance(params, dict) else getattr(params, name, None)
+
+
+def offer(ls: SparkServer, request_id: str, source: str, length: int) -> types.Command | None:
+    """Remember an answer sent with an edit as offered (`lsp.acceptance`); the command its item carries, which
+    the client runs on accept (None for an answer without a request id)."""
+    if not request_id:
+        return None
+    ls.acceptance.offered(request_id, source, length)
+    return convert.accepted_command(request_id)
 
 
 def document_changes(ls: SparkServer) -> bool:

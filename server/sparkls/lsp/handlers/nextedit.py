@@ -1,5 +1,6 @@
-"""Next-edit: `sparkls/inlineEdit` returns the predicted edits anywhere in a window around the cursor; `predicted`
-reads the request and predicts (also for `textDocument/copilotInlineEdit`, in `copilot`)."""
+"""Next-edit: `sparkls/inlineEdit` returns the predicted edits anywhere in a window around the cursor, with the
+`sparkls.accepted` command the client runs when the user applies them; `predicted` reads the request and predicts
+(also for `textDocument/copilotInlineEdit`, in `copilot`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from sparkls.edit.generate import EditResult
 from sparkls.lsp import convert
-from sparkls.lsp.handlers.common import offset, served, snapshot
+from sparkls.lsp.handlers.common import offer, offset, served, snapshot
 from sparkls.lsp.protocol import SparkServer
 from sparkls.text.document import Document
 from sparkls.text.positions import Encoding
@@ -40,7 +41,8 @@ async def predicted(ls: SparkServer, params: Any, method: str, encoding: Encodin
 
 
 async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
-    """{textDocument: {uri, version?}, position} -> {textDocument, requestId, edits, range}."""
+    """{textDocument: {uri, version?}, position} -> {textDocument, requestId, edits, range, command} (no edits:
+    {textDocument, requestId: null, edits: []})."""
     doc, result = await predicted(ls, params, "sparkls/inlineEdit")
     uri = doc.uri
     empty = {"textDocument": {"uri": uri, "version": doc.version}, "edits": [], "requestId": None}
@@ -50,9 +52,13 @@ async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
     idx = convert.index_of(doc)
     window = types.Range(start=types.Position(*idx.position(result.start, enc)),
                          end=types.Position(*idx.position(result.end, enc)))
-    return {"textDocument": {"uri": uri, "version": doc.version}, "requestId": result.request_id,
-            "edits": [unstructure(te) for te in convert.text_edits(doc, result.edits, enc)],
-            "range": unstructure(window)}
+    answer = {"textDocument": {"uri": uri, "version": doc.version}, "requestId": result.request_id,
+              "edits": [unstructure(te) for te in convert.text_edits(doc, result.edits, enc)],
+              "range": unstructure(window)}
+    command = offer(ls, result.request_id, "nextEdit", sum(len(e.text) for e in result.edits)) if result.edits else None
+    if command is not None:
+        answer["command"] = unstructure(command)
+    return answer
 
 
 FEATURES = [("sparkls/inlineEdit", None, inline_edit)]
