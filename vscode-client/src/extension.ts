@@ -2,12 +2,15 @@
 //
 // Ghost text comes from LSP inline completion (VS Code's own accept, accept word and accept line), code
 // actions from the server's list. What LSP has no UI for is added here: streaming rewrites that can be
-// stopped and redirected (`generations.ts`), the predicted next edit (`nextEditView.ts`) and the status
-// bar (`statusBar.ts`). The pure logic lives in `core/` and is unit-tested with node's test runner.
+// stopped and redirected (`generations.ts`), the predicted next edit (`nextEditView.ts`), the status
+// bar (`statusBar.ts`) and what became of each suggestion, told to the server (`acceptanceReports.ts`).
+// The pure logic lives in `core/` and is unit-tested with node's test runner.
 
 import * as vscode from 'vscode';
 import { type LanguageClient, State } from 'vscode-languageclient/node';
+import { AcceptanceReports } from './acceptanceReports';
 import { createClient, launch } from './client';
+import { ACCEPTANCE, type AcceptanceEvent } from './core/acceptance';
 import { INSTALL_HINT } from './core/server';
 import { needsRestart } from './core/settings';
 import { APPLY, type ActionData, Generations, isActionData } from './generations';
@@ -19,7 +22,9 @@ class Sparkls implements vscode.Disposable {
   readonly output = vscode.window.createOutputChannel('sparkls', { log: true });
   readonly generations = new Generations(() => this.client);
   readonly status = new StatusBar(() => this.client, (m) => this.output.debug(m));
-  readonly nextEdits = new NextEdits(() => this.client, () => this.generations.active, (m) => this.output.info(m));
+  readonly acceptance = new AcceptanceReports((e) => this.report(e));
+  readonly nextEdits = new NextEdits(() => this.client, () => this.generations.active, (m) => this.output.info(m),
+    (e) => this.report(e));
   private typedWhileLoading = false;  // the user edited the active file before the engine was ready
 
   async start(): Promise<void> {
@@ -38,7 +43,9 @@ class Sparkls implements vscode.Disposable {
       // VS Code shows the server's suggestion as ghost text (inline completion); the same suggestion again in
       // the suggestion list would compete with it for Tab and cost the engine a second request per keystroke.
       provideCompletionItem: () => undefined,
+      provideInlineCompletionItems: this.acceptance.provideInlineCompletionItems,
       executeCommand: async (command, args, next) => {
+        this.acceptance.executed(command, args);
         if (command === APPLY && isActionData(args[0])) {
           return this.generations.apply(args[0], typeof args[1] === 'string' ? args[1] : undefined);
         }
@@ -61,8 +68,16 @@ class Sparkls implements vscode.Disposable {
     }
   }
 
+  /** Tell the running server what became of one of its offers (`sparkls/acceptance`). */
+  report(e: AcceptanceEvent): void {
+    const client = this.client;
+    if (client === undefined || !client.isRunning()) return;
+    client.sendNotification(ACCEPTANCE, e).catch((err: unknown) => this.output.debug(`${ACCEPTANCE}: ${String(err)}`));
+  }
+
   async restart(): Promise<void> {
     this.nextEdits.clear();
+    this.acceptance.forget();
     this.generations.stop();
     const old = this.client;
     this.client = undefined;
@@ -140,6 +155,7 @@ class Sparkls implements vscode.Disposable {
   }
 
   dispose(): void {
+    this.acceptance.dispose();
     this.nextEdits.dispose();
     this.generations.dispose();
     this.status.dispose();

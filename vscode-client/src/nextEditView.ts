@@ -1,8 +1,10 @@
 // The predicted next edit in the editor: asked for when typing pauses, shown as decorations (removed text
-// struck through, added text after it, the diff in the hover); Tab applies it, Escape dismisses it.
+// struck through, added text after it, the diff in the hover); Tab applies it, Escape dismisses it. The server is
+// told: shown and dismissed (`sparkls/acceptance`), applied (the result's `sparkls.accepted` command).
 
 import * as vscode from 'vscode';
 import type { LanguageClient } from 'vscode-languageclient/node';
+import type { AcceptanceEvent } from './core/acceptance';
 import { applies, type InlineEditResult, insertsAt, type Range, view } from './core/nextEdit';
 
 const VISIBLE = 'sparkls.nextEditVisible';
@@ -29,7 +31,7 @@ export class NextEdits implements vscode.Disposable {
   private readonly subscriptions: vscode.Disposable[];
 
   constructor(private readonly client: () => LanguageClient | undefined, private readonly busy: () => boolean,
-    private readonly log: (message: string) => void) {
+    private readonly log: (message: string) => void, private readonly report: (e: AcceptanceEvent) => void) {
     this.subscriptions = [
       vscode.workspace.onDidChangeTextDocument((e) => {
         if (e.contentChanges.length === 0 || e.document !== vscode.window.activeTextEditor?.document) return;
@@ -85,12 +87,12 @@ export class NextEdits implements vscode.Disposable {
     })));
     this.shown = { editor, result };
     void vscode.commands.executeCommand('setContext', VISIBLE, true);
+    if (result.requestId !== null) this.report({ requestId: result.requestId, event: 'shown' });
   }
 
   /** Apply the shown edit if the document is still the version it was predicted for. */
   async accept(): Promise<boolean> {
-    const shown = this.shown;
-    this.clear();
+    const shown = this.hide();
     if (shown === undefined) return false;
     const doc = shown.editor.document;
     if (!applies(shown.result, doc.uri.toString(), doc.version)) {
@@ -99,22 +101,39 @@ export class NextEdits implements vscode.Disposable {
     }
     const edit = new vscode.WorkspaceEdit();
     for (const e of shown.result.edits) edit.replace(doc.uri, range(e.range), e.newText);
-    return vscode.workspace.applyEdit(edit);
+    const applied = await vscode.workspace.applyEdit(edit);
+    const command = shown.result.command;
+    if (applied && command !== undefined) {  // the server counts the accept (the command the client registered)
+      try {
+        await vscode.commands.executeCommand(command.command, ...(command.arguments ?? []));
+      } catch (e) {
+        this.log(`the accept of the next edit was not counted: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    }
+    return applied;
   }
 
+  /** Hide the shown edit; the server is told it was dismissed. */
   clear(): void {
+    const shown = this.hide();
+    if (shown?.result.requestId) this.report({ requestId: shown.result.requestId, event: 'dismissed' });
+  }
+
+  private hide(): { editor: vscode.TextEditor; result: InlineEditResult } | undefined {
     this.cts?.cancel();
-    if (this.shown !== undefined) {
-      this.shown.editor.setDecorations(this.removed, []);
-      this.shown.editor.setDecorations(this.added, []);
+    const shown = this.shown;
+    if (shown !== undefined) {
+      shown.editor.setDecorations(this.removed, []);
+      shown.editor.setDecorations(this.added, []);
       this.shown = undefined;
       void vscode.commands.executeCommand('setContext', VISIBLE, false);
     }
+    return shown;
   }
 
   dispose(): void {
     clearTimeout(this.timer);
-    this.clear();
+    this.hide();
     this.removed.dispose();
     this.added.dispose();
     for (const s of this.subscriptions) s.dispose();

@@ -20,6 +20,8 @@ export interface InlineEditResult {
   requestId: string | null;
   edits: TextEdit[];
   range?: Range;
+  /** `sparkls.accepted` with the request id: run once the edit is applied, so the server counts the accept. */
+  command?: { title: string; command: string; arguments?: unknown[] };
 }
 
 export interface EditView {
