@@ -1,11 +1,13 @@
 """The VS Code extension: built, type-checked, unit-tested and packaged with its own npm scripts, then
 installed from its .vsix into a clean code-server (VS Code 1.100.3) and driven in headless Chromium with the
-real server and the real default model, at default settings.
+real server and the real default model, at default settings (but `metricsPort`, to read the acceptance counters).
 
 The README's VS Code row, claim by claim (`r` is the run's result from editors/vscode.mjs):
 - ghost text accepted with Tab: `r["line_after_tab"] == "    retur" + ghost` (the ghost text itself, not VS
   Code's word suggestion);
 - also for a keystroke typed while the model loads: `r["status_when_typed"]` shows loading, then the ghost text;
+- the accept is counted: the scrape after Tab (`r["metrics_after_tab"]`) has the ghost text shown, accepted once
+  and as many accepted characters as Tab inserted, for source `model`;
 - code actions from the lightbulb: `"sparkls: Implement `area`" in r["actions"]` and `implemented(...)`;
 - a streaming rewrite stopped and reverted: `r["stop_during"] != r["stop_shown_before"]`,
   `r["stop_after"] == r["stop_before"]`, a "stopped" message;
@@ -33,6 +35,7 @@ import pytest
 from tests.conftest import require
 from tests.e2e.test_editors import CALC, implemented, need
 from tests.e2e.test_edits_fake import SERIES
+from tests.e2e.test_prometheus import samples, total
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = ROOT / "vscode-client"
@@ -137,10 +140,12 @@ def run_vscode(tmp_path: Path, vsix: Path, code_server: Path, files: dict[str, s
     env = {**os.environ, "HOME": str(home)}
     subprocess.run([str(code_server), "--extensions-dir", str(exts), "--user-data-dir", str(data),
                     "--install-extension", str(vsix)], env=env, check=True, capture_output=True, timeout=120)
+    port = (settings or {}).get("sparkls.metricsPort")
     with running_code_server(code_server, home, data, exts, ws) as url:
         proc = subprocess.run(["node", str(EDITORS / "vscode.mjs"), url, str(ws), str(out), scenario],
                               capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "SPARKLS_VSCODE_TIMEOUT_MS": "180000"})
+                              env={**os.environ, "SPARKLS_VSCODE_TIMEOUT_MS": "180000",
+                                   **({"SPARKLS_METRICS_PORT": str(port)} if port else {})})
     if SCREENSHOTS:
         for png in out.glob("*.png"):
             shutil.copy(png, Path(SCREENSHOTS) / png.name)
@@ -180,7 +185,8 @@ def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_ac
     # A class long enough that its rewrite is still streaming when the stop comes (a one-method class was
     # sometimes rewritten whole before it).
     files = {"calc.py": CALC.replace("        \n", SHAPE_BODY)}
-    r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing")  # default settings
+    r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing",  # default settings, metrics served
+                   {"sparkls.metricsPort": free_port()})
     assert re.search(r"qwen2\.5-coder-0\.5b", r["status_ready"]), r["status_ready"]
     # the first keystroke was typed while the model loaded (the status bar said so), and got its ghost text
     assert "loading" in r["status_when_typed"] or r["status_when_typed"].strip() == "sparkls", r["status_when_typed"]
@@ -189,6 +195,16 @@ def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_ac
     assert ghost.strip(), "no ghost text"
     assert r["line_after_tab"] == "    retur" + ghost, (r["line_after_tab"], ghost)
     assert r["line_after_tab"].startswith("    return"), ghost  # the word is finished, not continued as `retur`
+    # the accept was counted: shown, accepted once, as many characters as Tab inserted (all lines of it)
+    typed = files["calc.py"].replace("    retu\n", "    retur\n", 1)
+    cursor = typed.index("    retur\n") + len("    retur")
+    after = r["file_after_tab"]
+    assert after[:cursor] == typed[:cursor] and after.endswith(typed[cursor:]), after
+    inserted = after[cursor:len(after) - len(typed) + cursor]
+    found = samples(r["metrics_after_tab"])
+    assert total(found, "sparkls_offers_shown_total", source="model") >= 1
+    assert total(found, "sparkls_offers_accepted_total", source="model") == 1
+    assert total(found, "sparkls_accepted_chars_total", source="model") == len(inserted), inserted
     assert re.search(r"\d+ tok/s", r["status_after_generation"]), r["status_after_generation"]
     # the lightbulb menu's "Implement" action replaced `pass` with a body
     assert "sparkls: Implement `area`" in r["actions"]

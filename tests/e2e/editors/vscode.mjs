@@ -1,7 +1,8 @@
 // Drives VS Code (code-server in headless Debian Chromium, through playwright-core) with the sparkls
 // extension installed from its .vsix: ghost text from the real server appears and Tab accepts it; a code
 // action from the lightbulb menu edits the file; a streaming rewrite is stopped; the status bar shows tokens/s.
-// In `editing` the first keystroke is typed while the model loads, before the status bar shows it ready.
+// In `editing` the first keystroke is typed while the model loads, before the status bar shows it ready; with
+// SPARKLS_METRICS_PORT (the `sparkls.metricsPort` set) the server's scrape after the Tab accept is kept.
 // Usage: node vscode.mjs URL WORKSPACE_DIR OUT_DIR [editing|next-edit]. Writes OUT_DIR/result.json and
 // screenshots. `next-edit` (for a scripted engine): after an edit the predicted next edit is shown and Tab applies it.
 import * as fs from 'node:fs';
@@ -133,7 +134,17 @@ if (scenario === 'next-edit') {
     await page.screenshot({ path: path.join(outDir, 'ghost-text.png') });
     await page.keyboard.press('Tab');
     await saveFile();
-    result.line_after_tab = onDisk().split('\n')[line - 1];
+    result.file_after_tab = onDisk();
+    result.line_after_tab = result.file_after_tab.split('\n')[line - 1];
+    const port = process.env.SPARKLS_METRICS_PORT;
+    if (port) {
+      // VS Code runs the item's `sparkls.accepted` command after inserting it: wait until the server's scrape counts
+      // an accept (of any source: the test checks which), then keep the scrape
+      result.metrics_after_tab = await waitUntil(async () => {
+        const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+        return /^sparkls_offers_accepted_total\{source="[^"]+"\} [1-9]/m.test(text) ? text : undefined;
+      }, 'the accept counted in the metrics', 15000);
+    }
   });
 
   await step('status_tokens_per_second', async () => {
