@@ -11,7 +11,8 @@ The README's VS Code row, claim by claim (`r` is the run's result from editors/v
 - code actions from the lightbulb: `"sparkls: Implement `area`" in r["actions"]` and `implemented(...)`;
 - a streaming rewrite stopped and reverted: `r["stop_during"] != r["stop_shown_before"]`,
   `r["stop_after"] == r["stop_before"]`, a "stopped" message;
-- the predicted next edit applied with Tab: `r["after_tab"] == predicted` (next-edit test);
+- the predicted next edit applied with Tab: `r["after_tab"] == predicted` (next-edit test), and counted: shown,
+  accepted once, its inserted characters (`r["metrics_after_tab"]`);
 - status bar with model and tokens/s: `r["status_ready"]` names the model, `r["status_after_generation"]` tok/s.
 """
 
@@ -46,6 +47,8 @@ USER_SETTINGS = {  # a quiet UI; the extension itself keeps its defaults
     "workbench.startupEditor": "none", "security.workspace.trust.enabled": False, "telemetry.telemetryLevel": "off",
     "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False, "update.mode": "none",
     "workbench.tips.enabled": False,
+    # No word list: on `retur` it opened with `return` and took the Tab, inserting `n` instead of the ghost text
+    "editor.wordBasedSuggestions": "off",
 }
 
 
@@ -221,7 +224,13 @@ def test_vscode_shows_the_predicted_next_edit_and_tab_applies_it(tmp_path, exten
     # The scripted engine predicts the rename once the prompt shows the user's edit in its history.
     script = {"": "", "replaced `compute` with `compute_v2` on line 1": predicted + "```\n"}
     r = run_vscode(tmp_path, extension["vsix"], code_server, {"series.py": SERIES}, "next-edit",
-                   {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script)})
+                   {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script),
+                    "sparkls.metricsPort": free_port()})
     assert r["status_ready"].strip() == "fake (scripted)"
     assert r["after_typing"] == SERIES.replace("compute(1)", "compute_v2(1)")
     assert r["after_tab"] == predicted
+    # shown, then applied: the view ran the result's command (the two `_v2` it inserted)
+    found = samples(r["metrics_after_tab"])
+    assert total(found, "sparkls_offers_shown_total", source="nextEdit") >= 1
+    assert total(found, "sparkls_offers_accepted_total", source="nextEdit") == 1
+    assert total(found, "sparkls_accepted_chars_total", source="nextEdit") == len("_v2") * 2

@@ -1,8 +1,7 @@
 // Drives VS Code (code-server in headless Debian Chromium, through playwright-core) with the sparkls
 // extension installed from its .vsix: ghost text from the real server appears and Tab accepts it; a code
 // action from the lightbulb menu edits the file; a streaming rewrite is stopped; the status bar shows tokens/s.
-// In `editing` the first keystroke is typed while the model loads, before the status bar shows it ready; with
-// SPARKLS_METRICS_PORT (the `sparkls.metricsPort` set) the server's scrape after the Tab accept is kept.
+// In `editing` the first keystroke is typed while the model loads, before the status bar shows it ready.
 // Usage: node vscode.mjs URL WORKSPACE_DIR OUT_DIR [editing|next-edit]. Writes OUT_DIR/result.json and
 // screenshots. `next-edit` (for a scripted engine): after an edit the predicted next edit is shown and Tab applies it.
 import * as fs from 'node:fs';
@@ -79,6 +78,20 @@ async function waitUntil(fn, what, ms = timeout) {
   }
 }
 
+// With SPARKLS_METRICS_PORT: the server's scrape once it counts an accept (of any source: the test checks which),
+// which the `sparkls.accepted` command the client runs after the insert tells it.
+async function acceptCounted() {
+  const port = process.env.SPARKLS_METRICS_PORT;
+  if (!port) return undefined;
+  const text = await waitUntil(async () => {
+    const scraped = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
+    result.metrics_last = scraped;  // what a failure shows when no accept is counted
+    return /^sparkls_offers_accepted_total\{source="[^"]+"\} [1-9]/m.test(scraped) ? scraped : undefined;
+  }, 'the accept counted in the metrics', 15000);
+  delete result.metrics_last;
+  return text;
+}
+
 await step('open', async () => {
   await page.goto(url);
   await page.locator('.monaco-workbench').waitFor();
@@ -113,6 +126,7 @@ if (scenario === 'next-edit') {
     await waitUntil(async () => (await editorText()) !== shown, 'the edit applied by Tab', 10000);
     await saveFile();
     result.after_tab = onDisk();
+    result.metrics_after_tab = await acceptCounted();
   });
 } else {
   await step('ghost_text', async () => {
@@ -136,15 +150,7 @@ if (scenario === 'next-edit') {
     await saveFile();
     result.file_after_tab = onDisk();
     result.line_after_tab = result.file_after_tab.split('\n')[line - 1];
-    const port = process.env.SPARKLS_METRICS_PORT;
-    if (port) {
-      // VS Code runs the item's `sparkls.accepted` command after inserting it: wait until the server's scrape counts
-      // an accept (of any source: the test checks which), then keep the scrape
-      result.metrics_after_tab = await waitUntil(async () => {
-        const text = await fetch(`http://127.0.0.1:${port}/metrics`).then((r) => r.text(), () => '');
-        return /^sparkls_offers_accepted_total\{source="[^"]+"\} [1-9]/m.test(text) ? text : undefined;
-      }, 'the accept counted in the metrics', 15000);
-    }
+    result.metrics_after_tab = await acceptCounted();
   });
 
   await step('status_tokens_per_second', async () => {
