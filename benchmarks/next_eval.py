@@ -126,6 +126,12 @@ def score(text: str, row: dict[str, Any], ws: int, we: int, window_after: str, e
                                                                                               added)}
 
 
+def progress(label: str, out: list[dict[str, Any]], total: int) -> None:
+    if len(out) % 10 == 0:
+        done = [x for x in out if "exact" in x]
+        print(f"  {label} {len(out)}/{total} exact {sum(x['exact'] for x in done)}/{len(done)}", flush=True)
+
+
 async def ask(client: Client, uri: str, text: str, version: int, at: int) -> tuple[float, Any]:
     pos = position(text, at)
     t0 = time.perf_counter()
@@ -147,10 +153,7 @@ async def run_server(name: str, model: str, rows: list[dict[str, Any]], args: ar
     try:
         for i, row in enumerate(rows):
             out.append(await server_row(client, i, row))
-            if (i + 1) % 10 == 0:
-                done = [x for x in out if "exact" in x]
-                print(f"  {name} {model} {i + 1}/{len(rows)} exact {sum(x['exact'] for x in done)}/{len(done)}",
-                      flush=True)
+            progress(f"{name} {model}", out, len(rows))
     finally:
         await client.stop()
     return out
@@ -249,10 +252,7 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
             edits = diff.region_edits(text, p.start, p.end, window_after) if window_after != original else []
             out.append({"id": row["id"], "lang": row["lang"],
                         **score(text, row, p.start, p.end, window_after, edits), "cold_ms": ms, "warm_ms": ms})
-            if (i + 1) % 10 == 0:
-                done = [x for x in out if "exact" in x]
-                print(f"  raw {model} {i + 1}/{len(rows)} exact {sum(x['exact'] for x in done)}/{len(done)}",
-                      flush=True)
+            progress(f"raw {model}", out, len(rows))
     finally:
         await engine.close()
     return out
