@@ -77,24 +77,39 @@ def need(program: str) -> str:
     return path
 
 
-def run_neovim(tmp_path: Path, options: dict, timeout_s: int) -> dict:
+def run_driver(editor: str, argv: list[str], env: dict, cwd: Path, out: Path, timeout_s: int,
+               show: tuple[str, ...] = ()) -> dict:
+    """Runs an editor on a driver script in editors/; the JSON result it wrote to `out`, once every step passed
+    (a failure names the failed steps, the result's `show` keys and the editor's stderr)."""
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
+    assert out.exists(), f"{editor} wrote no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    result = json.loads(out.read_text())
+    failed = [s for s in result["steps"] if s["ok"] is not True]
+    shown = "".join(f"{key}: {result.get(key)}; " for key in show)
+    assert not failed and result.get("done"), f"steps failed: {failed}; {shown}stderr: {proc.stderr[-3000:]}"
+    return result
+
+
+def run_nvim(script: str, tmp_path: Path, name: str, text: str, options: dict, timeout_s: int, env: dict,
+             show: tuple[str, ...] = ()) -> dict:
+    """Headless Neovim on the driver `script` in editors/, editing `name` (holding `text`) in a project in
+    `tmp_path`, with sparkls started with `options`; `env`: the script's own variables."""
     nvim = need("nvim")
     (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "calc.py").write_text(CALC)
+    (tmp_path / name).write_text(text)
     out = tmp_path / "out.json"
-    env = {**os.environ, "SPARKLS_NVIM_OUT": str(out), "SPARKLS_NVIM_FILE": str(tmp_path / "calc.py"),
+    env = {**os.environ, "SPARKLS_NVIM_OUT": str(out), "SPARKLS_NVIM_FILE": str(tmp_path / name),
            "SPARKLS_NVIM_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
-           "SPARKLS_NVIM_OPTIONS": json.dumps(options), "SPARKLS_NVIM_COMPLETE_AT": "retu",
-           "SPARKLS_NVIM_CANCEL_AT": "name):", "SPARKLS_NVIM_ACTION_AT": "pass", "SPARKLS_NVIM_ACTION": "Implement",
-           "SPARKLS_NVIM_TIMEOUT_MS": str(timeout_s * 1000 // 2), "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
-    proc = subprocess.run([nvim, "--headless", "--clean", "-u", "NONE", "-c", f"luafile {HERE / 'neovim.lua'}"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
-    assert out.exists(), f"Neovim wrote no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(out.read_text())
-    failed = [s for s in result["steps"] if not s["ok"]]
-    assert not failed and result.get("done"), f"steps failed: {failed}; log: {(tmp_path / 'state').exists()}"
-    return result
+           "SPARKLS_NVIM_OPTIONS": json.dumps(options), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data"), **env}
+    return run_driver("Neovim", [nvim, "--headless", "--clean", "-u", "NONE", "-c", f"luafile {HERE / script}"],
+                      env, tmp_path, out, timeout_s, show)
+
+
+def run_neovim(tmp_path: Path, options: dict, timeout_s: int) -> dict:
+    return run_nvim("neovim.lua", tmp_path, "calc.py", CALC, options, timeout_s, {
+        "SPARKLS_NVIM_COMPLETE_AT": "retu", "SPARKLS_NVIM_CANCEL_AT": "name):", "SPARKLS_NVIM_ACTION_AT": "pass",
+        "SPARKLS_NVIM_ACTION": "Implement", "SPARKLS_NVIM_TIMEOUT_MS": str(timeout_s * 1000 // 2)})
 
 
 def test_neovim_completes_applies_an_action_and_cancels_with_the_fake_engine(tmp_path):
@@ -137,25 +152,9 @@ NEXT_EDITS = {"engine": "fake", "nextEditLinesBefore": 50, "nextEditLinesAfter":
 
 
 def run_neovim_nextedit(tmp_path: Path, timeout_s: int) -> dict:
-    nvim = need("nvim")
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / "series.py").write_text(SERIES)
-    out = tmp_path / "out.json"
-    env = {**os.environ, "SPARKLS_NVIM_OUT": str(out), "SPARKLS_NVIM_FILE": str(tmp_path / "series.py"),
-           "SPARKLS_NVIM_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
-           "SPARKLS_NVIM_OPTIONS": json.dumps(NEXT_EDITS), "SPARKLS_NVIM_PLUGIN": str(PLUGIN),
-           "SPARKLS_NVIM_START_MS": str(timeout_s * 1000 * 2 // 3), "SPARKLS_NVIM_TIMEOUT_MS": "10000",
-           "XDG_STATE_HOME": str(tmp_path / "state"),
-           "XDG_CONFIG_HOME": str(tmp_path / "config"), "XDG_DATA_HOME": str(tmp_path / "data")}
-    proc = subprocess.run([nvim, "--headless", "--clean", "-u", "NONE", "-c",
-                           f"luafile {HERE / 'neovim_nextedit.lua'}"],
-                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=timeout_s)
-    assert out.exists(), f"Neovim wrote no result (rc {proc.returncode}): {proc.stderr[-2000:]}"
-    result = json.loads(out.read_text())
-    failed = [s for s in result["steps"] if not s["ok"]]
-    assert not failed and result.get("done"), (
-        f"steps failed: {failed}; events: {result['events']}; stderr: {proc.stderr[-2000:]}")
-    return result
+    return run_nvim("neovim_nextedit.lua", tmp_path, "series.py", SERIES, NEXT_EDITS, timeout_s, {
+        "SPARKLS_NVIM_PLUGIN": str(PLUGIN), "SPARKLS_NVIM_START_MS": str(timeout_s * 1000 * 2 // 3),
+        "SPARKLS_NVIM_TIMEOUT_MS": "10000"}, show=("events",))
 
 
 def test_neovim_plugin_shows_applies_and_dismisses_predicted_edits_and_drops_stale_ones(tmp_path):
@@ -208,13 +207,7 @@ def run_emacs(tmp_path: Path, options: dict, timeout_s: int) -> dict:
            "SPARKLS_EMACS_ACTION_AT": "pass", "SPARKLS_EMACS_ACTION": "Implement",
            "SPARKLS_EMACS_TIMEOUT_S": str(timeout_s // 2), "HOME": str(tmp_path)}
     # -q: no user init, but the site files (Debian's elpa-eglot on Emacs 28) load as for a user
-    proc = subprocess.run([emacs, "--batch", "-q", "-l", str(HERE / "emacs.el")], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=timeout_s)
-    assert out.exists(), f"Emacs wrote no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    result = json.loads(out.read_text())
-    failed = [s for s in result["steps"] if s["ok"] is not True]
-    assert not failed and result.get("done"), f"steps failed: {failed}; stderr: {proc.stderr[-3000:]}"
-    return result
+    return run_driver("Emacs", [emacs, "--batch", "-q", "-l", str(HERE / "emacs.el")], env, tmp_path, out, timeout_s)
 
 
 def test_emacs_eglot_completes_at_point_and_applies_a_code_action(tmp_path):

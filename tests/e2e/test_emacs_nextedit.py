@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_editors import need
+from tests.e2e.test_editors import need, run_driver
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "editors" / "emacs" / "sparkls-nextedit.el"
@@ -41,13 +41,7 @@ def r(tmp_path_factory: pytest.TempPathFactory) -> dict:
            "SPARKLS_EMACS_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
            "SPARKLS_EMACS_OPTIONS": json.dumps(OPTIONS), "SPARKLS_EMACS_PLUGIN": str(PLUGIN),
            "SPARKLS_EMACS_TIMEOUT_S": "10", "HOME": str(tmp_path)}
-    proc = subprocess.run([emacs, "--batch", "-q", "-l", str(DRIVER)], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=60)
-    assert out.exists(), f"Emacs wrote no result (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    result = json.loads(out.read_text())
-    failed = [s for s in result["steps"] if s["ok"] is not True]
-    assert not failed and result.get("done"), f"steps failed: {failed}; stderr: {proc.stderr[-3000:]}"
-    return result
+    return run_driver("Emacs", [emacs, "--batch", "-q", "-l", str(DRIVER)], env, tmp_path, out, 60)
 
 
 def test_emacs_shows_a_prediction_tab_applies_it_and_c_g_dismisses_the_next(r):

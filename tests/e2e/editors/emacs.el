@@ -2,46 +2,14 @@
 ;; Completion at point (eglot's capf), and a code action chosen and applied by eglot (the server streams the
 ;; edit back with workspace/applyEdit). Writes what it saw as JSON to $SPARKLS_EMACS_OUT;
 ;; tests/e2e/test_editors.py checks it.
-(unless (require 'eglot nil t)  ; built in from Emacs 29; Debian's elpa-eglot on 28
-  (package-initialize)
-  (require 'eglot))
-(require 'json)
-(require 'cl-lib)
-
-(defvar sparkls-out (getenv "SPARKLS_EMACS_OUT"))
 (defvar sparkls-timeout (string-to-number (or (getenv "SPARKLS_EMACS_TIMEOUT_S") "60")))
-(defvar sparkls-result (list (cons 'steps [])))
+(load (expand-file-name "driver.el" (file-name-directory load-file-name)) nil t t)  ; sparkls-step, -wait, -put, eglot
 (setq eglot-confirm-server-initiated-edits nil)  ; apply the server's edits without asking
-
-(defun sparkls-save ()
-  (with-temp-file sparkls-out (insert (json-encode sparkls-result))))
-
-(defun sparkls-put (key value)
-  (setf (alist-get key sparkls-result) value)
-  (sparkls-save))
-
-(defun sparkls-wait (pred)
-  "Process events until PRED is true or the timeout passes; PRED's last value."
-  (let ((deadline (+ (float-time) sparkls-timeout)))
-    (while (and (not (funcall pred)) (< (float-time) deadline))
-      (accept-process-output nil 0.05))
-    (funcall pred)))
-
-(defmacro sparkls-step (name &rest body)
-  `(let ((err (condition-case e (progn ,@body nil) (error (format "%S" e)))))
-     (sparkls-put 'steps (vconcat (alist-get 'steps sparkls-result)
-                                  (list (list (cons 'name ,name) (cons 'ok (if err :json-false t))
-                                              (cons 'error err)))))))
 
 (defun sparkls-line-with (needle)
   (goto-char (point-min))
   (search-forward needle)
   (end-of-line))
-
-(cl-defmethod eglot-initialization-options ((_ eglot-lsp-server))
-  (json-parse-string (getenv "SPARKLS_EMACS_OPTIONS") :object-type 'plist))
-
-(defvar sparkls-server nil)
 
 (sparkls-step "attach"
   (find-file (getenv "SPARKLS_EMACS_FILE"))
@@ -79,6 +47,4 @@
     (sparkls-put 'actions (vconcat titles)))
   (sparkls-put 'action_after (buffer-string)))
 
-(sparkls-put 'done t)
-(when sparkls-server (ignore-errors (eglot-shutdown sparkls-server)))
-(kill-emacs 0)
+(sparkls-finish)

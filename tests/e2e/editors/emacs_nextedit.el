@@ -3,40 +3,12 @@
 ;; prediction's overlays, TAB applying it, C-g dismissing a second one, a superseded and a stale answer dropped,
 ;; the notifications and the command it sent. Writes JSON to $SPARKLS_EMACS_OUT; test_emacs_nextedit.py checks it.
 ;; Batch Emacs never becomes idle, so a step runs the mode's idle timer itself once the change armed it.
-(unless (require 'eglot nil t)  ; built in from Emacs 29; Debian's elpa-eglot on 28
-  (package-initialize)
-  (require 'eglot))
-(require 'json)
-(require 'cl-lib)
-(load (getenv "SPARKLS_EMACS_PLUGIN") nil t)
-
-(defvar sparkls-out (getenv "SPARKLS_EMACS_OUT"))
 (defvar sparkls-timeout (string-to-number (or (getenv "SPARKLS_EMACS_TIMEOUT_S") "10")))
-(defvar sparkls-result (list (cons 'steps [])))
-(defvar sparkls-server nil)
+(load (expand-file-name "driver.el" (file-name-directory load-file-name)) nil t t)  ; sparkls-step, -wait, -put, eglot
+(load (getenv "SPARKLS_EMACS_PLUGIN") nil t)
 (defvar sparkls-notified nil "The `sparkls/acceptance' notifications sent, oldest first.")
 (defvar sparkls-executed nil "The commands sent with `workspace/executeCommand'.")
 (defvar sparkls-answers nil "Each `sparkls/inlineEdit' answer once the mode handled it: (version edits overlays).")
-
-(defun sparkls-save ()
-  (with-temp-file sparkls-out (insert (json-encode sparkls-result))))
-
-(defun sparkls-put (key value)
-  (setf (alist-get key sparkls-result) value)
-  (sparkls-save))
-
-(defun sparkls-wait (pred)
-  "Process events until PRED is true or the timeout passes; PRED's last value."
-  (let ((deadline (+ (float-time) sparkls-timeout)))
-    (while (and (not (funcall pred)) (< (float-time) deadline))
-      (accept-process-output nil 0.05))
-    (funcall pred)))
-
-(defmacro sparkls-step (name &rest body)
-  `(let ((err (condition-case e (progn ,@body nil) (error (format "%S" e)))))
-     (sparkls-put 'steps (vconcat (alist-get 'steps sparkls-result)
-                                  (list (list (cons 'name ,name) (cons 'ok (if err :json-false t))
-                                              (cons 'error err)))))))
 
 (defun sparkls-overlays ()
   "The mode's overlays in the buffer: [line, covered text, face, after-string, its face], in buffer order."
@@ -106,9 +78,6 @@
          (append (list conn method params) keys)))
       (_ args))))
 (advice-add 'jsonrpc-async-request :filter-args #'sparkls-observe)
-
-(cl-defmethod eglot-initialization-options ((_ eglot-lsp-server))
-  (json-parse-string (getenv "SPARKLS_EMACS_OPTIONS") :object-type 'plist))
 
 (sparkls-step "attach"
   (find-file (getenv "SPARKLS_EMACS_FILE"))
@@ -185,6 +154,4 @@
 (sparkls-step "serving"  ; the notifications the server may not know cost nothing: it still answers
   (sparkls-put 'serving_after (eq (plist-get (jsonrpc-request sparkls-server :sparkls/health nil) :ok) t)))
 
-(sparkls-put 'done t)
-(when sparkls-server (ignore-errors (eglot-shutdown sparkls-server)))
-(kill-emacs 0)
+(sparkls-finish)

@@ -7,27 +7,10 @@ local init_options = vim.json.decode(assert(os.getenv('SPARKLS_NVIM_OPTIONS')))
 local timeout = tonumber(os.getenv('SPARKLS_NVIM_TIMEOUT_MS') or '60000')
 local result = { steps = {} }
 
-local function save()
-  local f = assert(io.open(out_path, 'w'))
-  f:write(vim.json.encode(result))
-  f:close()
-end
-
-local steps = {}
-local function step(name, fn) steps[#steps + 1] = { name = name, fn = fn } end
-
--- The steps run in a coroutine that yields to Neovim's main loop while it waits, so typed keys, insert
--- mode, the omnifunc's asynchronous answer and the popup menu all happen as they would for a user.
-local function wait_for(cond, ms)
-  local co = coroutine.running()
-  local deadline = vim.uv.now() + (ms or timeout)
-  while not cond() do
-    if vim.uv.now() > deadline then return false end
-    vim.defer_fn(function() coroutine.resume(co) end, 20)
-    coroutine.yield()
-  end
-  return true
-end
+-- the steps run in a coroutine that waits on Neovim's main loop (driver.lua)
+local here = debug.getinfo(1, 'S').source:sub(2):match('^(.*/)') or './'
+local driver = dofile(here .. 'driver.lua')(result, out_path, timeout, 20)
+local step, wait_for = driver.step, driver.wait_for
 
 local function keys(s)  -- typed as a user would: queued, then handled by the main loop
   vim.api.nvim_feedkeys(vim.api.nvim_replace_termcodes(s, true, false, true), 'n', false)
@@ -177,13 +160,4 @@ step('code_action', function()
   result.action_after = table.concat(lines(), '\n')
 end)
 
-coroutine.resume(coroutine.create(function()
-  for _, s in ipairs(steps) do
-    local ok, err = pcall(s.fn)
-    result.steps[#result.steps + 1] = { name = s.name, ok = ok, error = ok and vim.NIL or tostring(err) }
-    save()
-  end
-  result.done = true
-  save()
-  vim.cmd('qall!')
-end))
+driver.run()

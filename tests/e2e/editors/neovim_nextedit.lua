@@ -8,27 +8,10 @@ local timeout = tonumber(os.getenv('SPARKLS_NVIM_TIMEOUT_MS') or '10000')  -- ea
 local start_timeout = tonumber(os.getenv('SPARKLS_NVIM_START_MS') or '40000')  -- the server's start
 local result = { steps = {}, notified = {}, events = {}, requests = {}, executed = 0 }
 
-local function save()
-  local f = assert(io.open(out_path, 'w'))
-  f:write(vim.json.encode(result))
-  f:close()
-end
-
-local steps = {}
-local function step(name, fn) steps[#steps + 1] = { name = name, fn = fn } end
-
--- The steps run in a coroutine that yields to Neovim's main loop while it waits, so typed keys, autocommands,
--- timers and the server's answers happen as they would for a user.
-local function wait_for(cond, ms)
-  local co = coroutine.running()
-  local deadline = vim.uv.now() + (ms or timeout)
-  while not cond() do
-    if vim.uv.now() > deadline then return false end
-    vim.defer_fn(function() coroutine.resume(co) end, 10)
-    coroutine.yield()
-  end
-  return true
-end
+-- the steps run in a coroutine that waits on Neovim's main loop (driver.lua)
+local here = debug.getinfo(1, 'S').source:sub(2):match('^(.*/)') or './'
+local driver = dofile(here .. 'driver.lua')(result, out_path, timeout, 10)
+local step, wait_for = driver.step, driver.wait_for
 
 local function keys(s, remap)  -- typed as a user would; `remap`: buffer mappings (the plugin's Tab/Escape) apply
   api.nvim_feedkeys(api.nvim_replace_termcodes(s, true, false, true), remap and 'mt' or 'nt', false)
@@ -176,14 +159,4 @@ step('stale', function()
   result.serving_after = r ~= nil and r.result ~= nil and r.result.ok
 end)
 
-coroutine.resume(coroutine.create(function()
-  for _, s in ipairs(steps) do
-    local ok, err = pcall(s.fn)
-    result.steps[#result.steps + 1] = { name = s.name, ok = ok, error = ok and vim.NIL or tostring(err) }
-    save()
-    if not ok then break end
-  end
-  result.done = true
-  save()
-  vim.cmd('qall!')
-end))
+driver.run(true)  -- no step after one that failed
