@@ -83,6 +83,28 @@ async def test_at_the_end_of_a_finished_line_the_real_model_offers_the_next_line
         assert "\n" not in text[1:], repr(text)  # the next line only
 
 
+SUM_JS = """function sum(xs) {
+  let total = 0;
+  for (const x of xs) {
+    if (x > 0) {
+      total += x;
+  }
+  return total;
+}
+"""
+
+
+async def test_at_the_end_of_a_nested_blocks_last_statement_the_real_model_offers_its_closing_brace():
+    # The `}` that closes the `if` is missing; the `}` after the cursor closes the `for`, one level out.
+    require("llama_cpp", "the embedded engine")
+    async with lsp(options={"engine": "llamacpp", "threads": 1}) as (c, _):
+        uri = "file:///w/sum.js"
+        open_doc(c, uri, SUM_JS, "javascript")
+        eol = SUM_JS.index("total += x;") + len("total += x;")
+        res = await c.text_document_inline_completion_async(inline_params(uri, position(SUM_JS, eol, "utf-16")))
+        assert [i.insert_text for i in res.items] == ["\n    }"]
+
+
 async def test_typing_appends_a_few_prompt_tokens_per_keystroke_with_the_real_engine():
     require("llama_cpp", "the embedded engine")
     src = AREA.replace("    result = width * height\n", "    \n")
