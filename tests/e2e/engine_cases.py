@@ -8,7 +8,7 @@ import pytest
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 
-from tests.e2e.lsp_client import inline_params, metrics, open_doc, position, until_in_engine
+from tests.e2e.lsp_client import answers, inline_params, metrics, open_doc, position, until_in_engine
 
 SRC = "".join(f"def helper_{i}(x):\n    return x * {i}\n\n" for i in range(8)) + "def main():\n    total = \n"
 CURSOR = SRC.index("total = ") + len("total = ")
@@ -46,7 +46,7 @@ async def cancel_request_aborts_the_engine(c, engine_name: str, max_tokens: int)
         await asyncio.wait_for(fut, 30)
     assert err.value.code == types.LSPErrorCodes.RequestCancelled
     for _ in range(100):
-        last = (await metrics(c)).engine[-1]
+        last = answers(await metrics(c))[-1]
         if last.finish_reason == "abort":
             break
         await asyncio.sleep(0.1)

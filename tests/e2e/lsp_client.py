@@ -105,6 +105,12 @@ async def metrics(c: LanguageClient) -> Any:
     return await asyncio.wait_for(c.protocol.send_request_async("sparkls/metrics", None), 30)
 
 
+def answers(m: Any) -> list[Any]:
+    """`sparkls/metrics`' engine requests that answered suggestions, in order, without warm-ups (with
+    `firstWindowTokens`, the default, the full prompt is prefilled in the background after a first answer)."""
+    return [e for e in m.engine if not e.requestId.startswith("warm-")]
+
+
 async def health(c: LanguageClient) -> Any:
     """`sparkls/health`. The server handles messages in order, so once it answers, whatever the messages sent
     before it caused (a `window/showMessage`, say) has arrived."""

@@ -6,7 +6,7 @@ import pytest
 from lsprotocol import types
 
 from tests.conftest import require
-from tests.e2e.lsp_client import inline_params, lsp, metrics, open_doc, position
+from tests.e2e.lsp_client import answers, inline_params, lsp, metrics, open_doc, position
 
 pytestmark = pytest.mark.model
 
@@ -20,12 +20,6 @@ def count_evens(numbers: list[int]) -> int:
     
 '''
 
-
-
-def answers(m):
-    """The engine requests that answered suggestions, without warm-ups (with `firstWindowTokens`, the default, the
-    full prompt is prefilled in the background after the first answer at a place)."""
-    return [e for e in m.engine if not e.requestId.startswith("warm-")]
 
 
 async def type_and_ask(c, uri: str, text: str, at: int, ch: str, version: int):
