@@ -1,15 +1,12 @@
-"""Edits through the real server: quality of fixes and next-edit predictions, speed of rewrites.
+"""Edits through the real server: quality of fixes, speed of rewrites.
 
 (a) fix: HumanEvalFix-Python (`../shared/eval/humanevalpack`). Each buggy function is opened as a
     document; its tests are run (sandboxed subprocess) and the failure becomes the diagnostic of a
     `textDocument/codeAction` request at the function; the "Fix" action is resolved and its
     WorkspaceEdit applied; the tests run again: pass@1 (greedy). Edit minimality: characters the
     server's edits change (removed + inserted) vs the characters the reference fix changes.
-(b) next: `../shared/eval/commit-edits`. The commit's `before` file is opened, the history hunks are
-    sent as `didChange`s (so the server's own edit history sees them), and `sparkls/inlineEdit` is asked
-    at the first line of the target hunk. Exact match: the predicted window equals the window with the
-    target hunk applied. chrF (chrF2, character 1-6-grams, whitespace ignored) of the predicted hunk
-    (changed lines as "-old"/"+new" text) against the target hunk. Per language.
+(b) next edits: moved to benchmarks/next_eval.py (`results/edit_eval.json` keeps this script's earlier
+    `next` part).
 (c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
     `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical;
     speed-ups also split by how much of the function the answer kept.
@@ -20,7 +17,7 @@
     logits for every position (b = 1 ... 64) on the default model, hence the speed-up speculation could
     reach if every drafted token were accepted.
 
-Usage: python benchmarks/edit_eval.py [--parts fix,next,spec,rename,cost] [--fix-limit N] [--next-per-lang N]
+Usage: python benchmarks/edit_eval.py [--parts fix,spec,rename,cost] [--fix-limit N]
        [--spec-tasks N] [--spec-k 8,16,24] [--threads 1] [--model NAME] [--out PATH]
 Parts not run keep their earlier results in the output file.
 """
@@ -30,7 +27,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import difflib
-import gzip
 import io
 import json
 import os
@@ -201,99 +197,6 @@ def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "decode_tps_median": statistics.median(r["decode_tps"] for r in rows if r["decode_tps"] > 0)}
 
 
-# -- (b) commit-edits next-edit ------------------------------------------------------------------
-def next_rows(per_lang: int | None) -> list[dict[str, Any]]:
-    with gzip.open(EVAL / "commit-edits" / "commit_edits.jsonl.gz", "rt") as f:
-        rows = [json.loads(line) for line in f]
-    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by[r["lang"]].append(r)
-    return [r for lang in sorted(by) for r in spread(by[lang], per_lang)]
-
-
-def _line_offset(lines: list[str], idx: int) -> int:
-    return sum(len(x) for x in lines[:idx])
-
-
-async def run_next(client: Client, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    out = []
-    for i, row in enumerate(rows):
-        uri = f"file:///commits/{i}/{row['path'].rsplit('/', 1)[-1]}"
-        text = row["before"]
-        client.open(uri, text, row["lang"])
-        version, shift_at = 1, []
-        ok = True
-        for hi in row["history_hunks"]:
-            h = row["hunks"][hi]
-            idx = (h["old_start"] if h["old_lines"] == 0 else h["old_start"] - 1)
-            idx += sum(d for at, d in shift_at if at < h["old_start"])
-            lines = text.splitlines(keepends=True)
-            start = _line_offset(lines, idx)
-            end = start + len(h["removed"])
-            if text[start:end] != h["removed"]:
-                ok = False
-                break
-            version += 1
-            client.lc.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangePartial(
-                    range=types.Range(start=position(text, start), end=position(text, end)), text=h["added"])]))
-            text = text[:start] + h["added"] + text[end:]
-            shift_at.append((h["old_start"], h["new_lines"] - h["old_lines"]))
-        if not ok or text != row["current"]:
-            client.close(uri)
-            out.append({"id": row["id"], "lang": row["lang"], "skipped": "history did not apply"})
-            continue
-        t = row["target"]
-        lines = text.splitlines(keepends=True)
-        tidx = t["old_start_in_current"] if not t["removed"] else t["old_start_in_current"] - 1
-        tstart = _line_offset(lines, tidx)
-        tend = tstart + len(t["removed"])
-        expected_text = text[:tstart] + t["added"] + text[tend:]
-        pos = position(text, tstart)
-        t0 = time.perf_counter()
-        r = await client.request("sparkls/inlineEdit", {
-            "textDocument": {"uri": uri, "version": version},
-            "position": {"line": pos.line, "character": pos.character}})
-        ms = (time.perf_counter() - t0) * 1000
-        rec = await last_engine_record(client)
-        client.close(uri)
-        idx = LineIndex.of(text)
-        ws = idx.offset(r.range.start.line, r.range.start.character, "utf-16")
-        we = idx.offset(r.range.end.line, r.range.end.character, "utf-16")
-        spans = [diff.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
-                            idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.newText) for e in r.edits]
-        predicted = diff.apply(text, spans)
-        fits = ws <= tstart and tend <= we
-        grow = len(t["added"]) - len(t["removed"])
-        em = fits and predicted[ws : len(predicted) - (len(text) - we)] == expected_text[ws : we + grow]
-        ref_hunk = hunk_text(t["removed"], t["added"])
-        pred_hunk = hunk_text(text[ws:we], predicted[ws : len(predicted) - (len(text) - we)])
-        out.append({"id": row["id"], "lang": row["lang"], "exact": em, "fits_window": fits,
-                    "chrf": chrf(pred_hunk, ref_hunk), "predicted_hunk": pred_hunk, "target_hunk": ref_hunk,
-                    "no_change": not spans, "ms": ms, "decode_tps": tps(rec)})
-        if (i + 1) % 10 == 0:
-            done = [x for x in out if "exact" in x]
-            print(f"  [next] {i + 1}/{len(rows)} EM {sum(x['exact'] for x in done) / max(1, len(done)):.3f}",
-                  flush=True)
-    return out
-
-
-def next_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for lang in [*sorted({r["lang"] for r in rows}), "all"]:
-        rs = [r for r in rows if "exact" in r and (lang == "all" or r["lang"] == lang)]
-        if not rs:
-            continue
-        out[lang] = {"rows": len(rs), "exact_match": sum(r["exact"] for r in rs) / len(rs),
-                     "chrf": statistics.mean(r["chrf"] for r in rs),
-                     "no_change": sum(r["no_change"] for r in rs) / len(rs),
-                     "target_fits_window": sum(r["fits_window"] for r in rs) / len(rs),
-                     "median_ms": statistics.median(r["ms"] for r in rs)}
-    out["skipped"] = sum("skipped" in r for r in rows)
-    return out
-
-
 # -- (c) speculation ------------------------------------------------------------------------------
 def kept_share(before: str, after: str) -> float:
     """Share of the lines of `before` that `after` keeps unchanged."""
@@ -433,15 +336,6 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
         result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
         print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
         done("fix")
-    if "next" in parts:
-        client = await start(base, "next")
-        try:
-            rows = await run_next(client, next_rows(args.next_per_lang))
-        finally:
-            await client.stop()
-        result["next"] = {"summary": next_summary(rows), "settings": base, "rows": rows}
-        print(json.dumps(result["next"]["summary"], indent=2), flush=True)
-        done("next")
     if "spec" in parts:
         sample = fixes[: args.spec_tasks]
         off = [r for r in fix_rows if r["task_id"] in {t["task_id"] for t in sample}]
@@ -495,9 +389,8 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="fix,next,spec,rename,cost")
+    ap.add_argument("--parts", default="fix,spec,rename,cost")
     ap.add_argument("--fix-limit", type=int, default=None)
-    ap.add_argument("--next-per-lang", type=int, default=20)
     ap.add_argument("--spec-tasks", type=int, default=20)
     ap.add_argument("--spec-k", default="16,32")
     ap.add_argument("--rename-tasks", type=int, default=16)
