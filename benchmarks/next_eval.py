@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from sparkls.edit import diff, nextedit, rewrite
+from sparkls.edit import diff, nextedit
 from sparkls.settings import Settings
 from sparkls.text.document import Document, file_name
 from sparkls.text.positions import LineIndex
@@ -209,7 +209,8 @@ def target_of_before(before: str, row: dict[str, Any], change: tuple[int, int, s
 
 
 async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The model prompted directly with the server's next-edit prompt; the answer's code block is the window."""
+    """The model prompted directly with the server's next-edit prompt (a fresh frame per row); its answer parsed as the
+    server parses it (nextedit.parse), with no gate and no limit on the lines it changes."""
     from sparkls.engine.base import Delta, GenerationRequest
     from sparkls.engine.llamacpp import LlamaCppEngine
     from sparkls.engine.model_files import resolve_model_path
@@ -237,21 +238,26 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
             text = replay.text
             doc = Document.open(f"file:///commits/{i}/{row['path'].rsplit('/', 1)[-1]}", row["lang"], 1, text)
             p = nextedit.render(doc, target_of(text, row)[0], history, file_name(doc.uri),
-                                settings.next_edit_lines_before, settings.next_edit_lines_after)
-            original = text[p.start : p.end]
-            need = int(len(original) / 4 * 1.5) + 96
+                                settings.next_edit_lines_before, settings.next_edit_lines_after,
+                                max_lines=settings.next_edit_max_lines)
             t0 = time.perf_counter()
-            answer = "".join([ev.text async for ev in engine.stream(GenerationRequest(
-                p.text, max_tokens=min(settings.max_tokens_rewrite, need), stop=rewrite.STOPS))
-                if isinstance(ev, Delta)])
+            answer = p.removed
+            async for ev in engine.stream(GenerationRequest(p.text, max_tokens=160, stop=nextedit.STOPS)):
+                if isinstance(ev, Delta):
+                    answer += ev.text
+                    if nextedit.finished(answer):
+                        break
             ms = (time.perf_counter() - t0) * 1000
-            m = FENCE.search(answer)
-            window_after = m.group(1) if m else answer
-            if original.endswith("\n") and not window_after.endswith("\n"):
-                window_after += "\n"
-            edits = diff.region_edits(text, p.start, p.end, window_after) if window_after != original else []
+            got = nextedit.parse(p, answer)
+            ws = nextedit.line_start(text, p.context)
+            we = nextedit.line_start(text, max(p.line + 1, got.last if got else 0))
+            window_after = text[ws:we]
+            if got is not None:
+                a, b = nextedit.line_start(text, got.first), nextedit.line_start(text, got.last)
+                window_after = text[ws:a] + "".join(got.added) + text[b:we]
+            edits = diff.region_edits(text, ws, we, window_after) if window_after != text[ws:we] else []
             out.append({"id": row["id"], "lang": row["lang"],
-                        **score(text, row, p.start, p.end, window_after, edits), "cold_ms": ms, "warm_ms": ms})
+                        **score(text, row, ws, we, window_after, edits), "cold_ms": ms, "warm_ms": ms})
             progress(f"raw {model}", out, len(rows))
     finally:
         await engine.close()

@@ -14,15 +14,17 @@ from pygls.exceptions import JsonRpcException
 
 from tests.e2e.editor import Editor
 from tests.e2e.lsp_client import inline_params, lsp, metrics
-from tests.e2e.test_edits_fake import SERIES, fence
+from tests.e2e.test_edits_fake import SERIES
 from tests.e2e.test_prometheus import samples, scrape, total
 from tests.servers import free_port
 
 LINE = "def greet(name):\n    retu\n"
 AT_RETU = types.Position(line=1, character=8)
 PREDICTED = SERIES.replace("compute(", "compute_v2(")
-# Completions answer "rn msg"; a next-edit prompt that shows the rename of the first call predicts the others.
-SCRIPT = json.dumps({"": "rn msg\n", "replaced `compute` with `compute_v2` on line 1": fence(PREDICTED)})
+# Completions answer "rn msg"; a next-edit prompt whose diff shows the rename of the first call predicts the others
+# (asked on the second line, which the prompt's hunk removes).
+SCRIPT = json.dumps({"": "rn msg\n",
+                     "+a = compute_v2(1)\n": "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n"})
 OPTIONS = {"engine": "fake", "fakeResponse": SCRIPT, "firstWindowTokens": 0}
 
 

@@ -33,7 +33,9 @@ URI = "file:///w/series.py"
 BEFORE = 'a = "🙂" + compute(1)\nb = "😀" + compute(2)\nc = "漢字" + compute(3)\n'
 TYPED = BEFORE.replace("compute(1)", "compute_v2(1)")
 PREDICTED = TYPED.replace("compute(", "compute_v2(")
-SPARKLS = {"engine": "fake", "fakeResponse": PREDICTED + "```\n"}
+# Asked on the first line (the prompt's hunk removes it), the model writes it again and the two it changes.
+ANSWER = "".join(f"-{x}\n" for x in TYPED.splitlines()[1:]) + "".join(f"+{x}\n" for x in PREDICTED.splitlines())
+SPARKLS = {"engine": "fake", "fakeResponse": ANSWER}
 
 
 def pos(text: str, offset: int, encoding: str) -> dict[str, int]:

@@ -145,10 +145,13 @@ def test_neovim_works_with_the_real_default_model(tmp_path):
 SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n\n\ndef show(x):\n    print(x)\n    print(x * 2)\n"
 RENAMED = SERIES.replace("compute(", "compute_v2(")
 LOGGED = RENAMED.replace("print", "log") + "    return x\n"
-# The fake engine answers by what the next-edit prompt says the user just did (the window is the whole file).
+# The fake engine answers by the edit the next-edit prompt's diff shows last (the last key found wins), continuing
+# the hunk at the cursor, whose last line removes the cursor's line: asked on the first line, it writes that line
+# again and renames the other two; asked on `log(x)`'s line, it changes the next `print` and adds a line.
 NEXT_EDITS = {"engine": "fake", "nextEditLinesBefore": 50, "nextEditLinesAfter": 50, "fakeResponse": json.dumps({
-    "": "", "replaced `compute` with `compute_v2` on line 1": RENAMED + "```\n",
-    "replaced `print` with `log`": LOGGED + "```\n", "inserted `# end`": ""})}
+    "": "", "+a = compute_v2(1)\n": "-b = compute(2)\n-c = compute(3)\n+a = compute_v2(1)\n+b = compute_v2(2)\n"
+    "+c = compute_v2(3)\n", "+    log(x)\n": "-    print(x * 2)\n+    log(x)\n+    log(x * 2)\n+    return x\n",
+    "+# end\n": ""})}
 
 
 def run_neovim_nextedit(tmp_path: Path, timeout_s: int) -> dict:

@@ -119,7 +119,8 @@ async def test_helix_gets_the_predicted_edit_as_a_code_action():
     if not HELIX.is_file():
         pytest.skip("../shared/clients/helix.json is not present")
     predicted = SERIES.replace("compute(", "compute_v2(")
-    async with lsp("helix", None, options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+    answer = "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n"  # after the cursor's line as removed
+    async with lsp("helix", None, options={"engine": "fake", "fakeResponse": answer}) as (c, _):
         ed = Editor(c, "utf-8")
         uri = "file:///w/series.py"
         ed.open(uri, SERIES)
@@ -331,15 +332,17 @@ SERIES = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
 
 async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
     predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute_v2(3)\n"
-    # The fake engine predicts the rename only when the prompt shows the user's edit in its history.
-    script = {"": fence(SERIES), "replaced `compute` with `compute_v2` on line 1": fence(predicted)}
+    # The fake engine predicts the rename only when the prompt shows the user's edit in its diff; it continues
+    # the hunk at the cursor, whose last line removes the cursor's line.
+    script = {"": "+b = compute(2)\n", "+a = compute_v2(1)\n":
+              "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n c\n"}
     async with lsp(options={"engine": "fake", "fakeResponse": json.dumps(script)}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
         ed.open(uri, SERIES)
         at = SERIES.index("(1)")
         ed.type(uri, at, at, "_v2")  # the user renames the first call
-        cur = ed.pos(uri, SERIES.index("\nb") + 1)
+        cur = ed.pos(uri, ed.texts[uri].index("\nb") + 1)
         r = await c.protocol.send_request_async("sparkls/inlineEdit", {
             "textDocument": {"uri": uri, "version": ed.versions[uri]}, "position": {"line": cur.line,
                                                                                   "character": cur.character}})
@@ -358,8 +361,7 @@ async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
 
 
 async def test_a_predicted_insertion_at_the_cursor_is_offered_as_inline_completion():
-    predicted = "def f(x):\n    return x\n\nprint(f(1))\n"
-    async with lsp(options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": "+print(f(1))\n"}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/f.py"
         text = "def f(x):\n    return x\n\n"
@@ -376,8 +378,7 @@ async def test_a_predicted_insertion_at_the_cursor_is_offered_as_inline_completi
 
 
 async def test_accepting_a_prediction_prefetches_the_next_one_at_background_priority():
-    predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute(3)\n"
-    async with lsp(options={"engine": "fake", "fakeResponse": fence(predicted)}) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": "+b = compute_v2(2)\n c = compute(3)\n"}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
         ed.open(uri, SERIES)

@@ -4,6 +4,7 @@ each code action, a streamed rewrite with cancel and with redirect, and a next-e
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from lsprotocol import types
@@ -142,22 +143,36 @@ async def test_redirecting_a_streaming_edit_continues_with_the_new_instruction(e
 SERIES = "def total(items):\n    a = compute(1)\n    b = compute(2)\n    c = compute(3)\n    return a + b + c\n"
 
 
-async def test_the_real_model_predicts_the_next_edit_from_the_history(engine_available):
+async def test_the_real_model_predicts_the_next_edits_from_the_history_reusing_its_prompt(engine_available):
     async with lsp(options=OPTIONS) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
         ed.open(uri, SERIES)
         at = SERIES.index("(1)")
         ed.type(uri, at, at, "_v2")
-        cur = ed.pos(uri, ed.texts[uri].index("    b ="))
-        r = await asyncio.wait_for(c.protocol.send_request_async("sparkls/inlineEdit", {
-            "textDocument": {"uri": uri, "version": ed.versions[uri]},
-            "position": {"line": cur.line, "character": cur.character}}), 120)
-        assert r.textDocument.version == ed.versions[uri]
-        assert [e.newText for e in r.edits] == ["_v2", "_v2"]
-        found = await c.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cur, end=cur),
-            context=types.CodeActionContext(diagnostics=[])))
-        apply = next(a for a in found if "Apply predicted edit" in a.title)
-        new = apply_workspace_edit(ed.texts[uri], apply.edit, ed.versions[uri])
-        assert new == SERIES.replace("compute(", "compute_v2(")
+
+        async def predict_at(line: str) -> Any:
+            cur = ed.pos(uri, ed.texts[uri].index(line))
+            r = await asyncio.wait_for(c.protocol.send_request_async("sparkls/inlineEdit", {
+                "textDocument": {"uri": uri, "version": ed.versions[uri]},
+                "position": {"line": cur.line, "character": cur.character}}), 120)
+            assert r.textDocument.version == ed.versions[uri]
+            assert [e.newText for e in r.edits] == ["_v2"], r.edits
+            found = await c.text_document_code_action_async(types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cur, end=cur),
+                context=types.CodeActionContext(diagnostics=[])))
+            apply = next(a for a in found if "Apply predicted edit" in a.title)
+            new = apply_workspace_edit(ed.texts[uri], apply.edit, ed.versions[uri])
+            (e,) = r.edits  # the user accepts: the edit goes to the buffer
+            lines = ed.texts[uri].split("\n")
+            at = sum(len(x) + 1 for x in lines[: e.range.start.line]) + e.range.start.character
+            ed.type(uri, at, at, e.newText)
+            assert ed.texts[uri] == new
+            return r
+
+        first = await predict_at("    b =")
+        second = await predict_at("    c =")  # one more edit since: its prompt is the first one grown
+        assert ed.texts[uri] == SERIES.replace("compute(", "compute_v2(")
+        engine = {r.requestId: r for r in (await metrics(c)).engine}
+        one, two = engine[first.requestId], engine[second.requestId]
+        assert two.reused_tokens >= one.prompt_tokens - 40, (one, two)  # all but the end of the first prompt

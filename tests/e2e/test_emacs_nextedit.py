@@ -22,10 +22,12 @@ DRIVER = Path(__file__).resolve().parent / "editors" / "emacs_nextedit.el"
 SERIES = "x = old_name(1)\ny = old_name(2)\nz = old_name(3)\n"
 RENAMED = "x = new_name(1)\ny = new_name(2)\nz = new_name(3)\n"
 TENS = "x = new_name(10)\ny = new_name(20)\nz = new_name(30)\n"
-# The fake engine predicts from the edit history in the prompt (the last key found picks the answer); a
-# rewrite answer is the window's new text and a closing fence. With no key found it answers nothing (no edit).
-SCRIPT = {"replaced `old_name` with `new_name` on line 1": RENAMED + "```\n",
-          "replaced `1` with `10` on line 1": TENS + "```\n"}
+# The fake engine predicts from the edits the prompt's diff shows (the last key found picks the answer), asked on
+# the first line: it continues the hunk that removes that line with the lines below it and their new text. With
+# no key found it answers nothing (no edit).
+ADDED_LINES = "".join(f"+{x}\n" for x in RENAMED.splitlines()), "".join(f"+{x}\n" for x in TENS.splitlines())
+SCRIPT = {"+x = new_name(1)\n": "-y = old_name(2)\n-z = old_name(3)\n" + ADDED_LINES[0],
+          "+x = new_name(10)\n": "-y = new_name(2)\n-z = new_name(3)\n" + ADDED_LINES[1]}
 OPTIONS = {"engine": "fake", "fakeResponse": json.dumps(SCRIPT)}
 REMOVED, ADDED = "sparkls-nextedit-removed", "sparkls-nextedit-added"
 

@@ -260,16 +260,16 @@ SERIES = f'a = compute(1)\nkey = "{AWS}"\nb = compute(2)\n'
 
 
 async def test_a_next_edit_around_a_secret_keeps_it_and_never_sends_it():
-    predicted = 'a = compute_v2(1)\nkey = "<redacted-1>"\nb = compute_v2(2)\n'
-    answers = script(fence('a = compute_v2(1)\nkey = "<redacted-1>"\nb = compute(2)\n'),
-                     **{"replaced `compute` with `compute_v2` on line 1": fence(predicted)})
+    # Asked on the key's line (the prompt's hunk removes it, masked), the model writes it again and renames below.
+    answers = script(" b = compute(2)\n", **{"+a = compute_v2(1)\n":
+                                             '-b = compute(2)\n+key = "<redacted-1>"\n+b = compute_v2(2)\n'})
     async with lsp(options={"engine": "fake", "fakeResponse": answers}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
         ed.open(uri, SERIES)
         at = SERIES.index("(1)")
         ed.type(uri, at, at, "_v2")
-        r = await inline_edit(c, uri, ed.pos(uri, ed.texts[uri].index("\nb") + 1))
+        r = await inline_edit(c, uri, ed.pos(uri, ed.texts[uri].index("\nkey") + 1))
         assert [e.newText for e in r.edits] == ["_v2"]  # the second call: the key's line is untouched
         found = await actions_at(c, uri, ed.pos(uri, ed.texts[uri].index("\nb") + 1))
         apply = next(a for a in found if "Apply predicted edit" in a.title)
@@ -286,7 +286,7 @@ def exclude(c, *globs: str) -> None:
 
 async def test_a_prediction_made_before_a_glob_matched_its_document_is_no_longer_offered(tmp_path):
     text = "def f(x):\n    return x\n\n"
-    async with lsp(options={"engine": "fake", "fakeResponse": fence(text + "print(f(1))\n")}, root=tmp_path) as (c, _):
+    async with lsp(options={"engine": "fake", "fakeResponse": "+print(f(1))\n"}, root=tmp_path) as (c, _):
         ed = Editor(c)
         uri = (tmp_path / "notes.py").as_uri()
         ed.open(uri, text)

@@ -221,8 +221,10 @@ def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_ac
 
 def test_vscode_shows_the_predicted_next_edit_and_tab_applies_it(tmp_path, extension, code_server):
     predicted = SERIES.replace("compute(", "compute_v2(")
-    # The scripted engine predicts the rename once the prompt shows the user's edit in its history.
-    script = {"": "", "replaced `compute` with `compute_v2` on line 1": predicted + "```\n"}
+    # The scripted engine predicts the rename once the prompt's diff shows the user's edit; asked on the first line
+    # (the prompt's hunk removes it), it writes that line again and the two it renames.
+    script = {"": "", "+a = compute_v2(1)\n": "-b = compute(2)\n-c = compute(3)\n"
+              + "".join(f"+{x}\n" for x in predicted.splitlines())}
     r = run_vscode(tmp_path, extension["vsix"], code_server, {"series.py": SERIES}, "next-edit",
                    {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script),
                     "sparkls.metricsPort": free_port()})

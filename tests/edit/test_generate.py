@@ -51,9 +51,10 @@ def test_a_rewrite_of_a_private_key_block_keeps_its_lines():
 
 
 @pytest.mark.parametrize(("answer", "offered"), [
-    ('a = compute_v2(1)\nkey = "<redacted-1>"\nb = compute_v2(2)\n', True),
-    ("a = compute_v2(1)\nb = compute_v2(2)\n", False),  # the secret's line dropped
-    ('a = compute_v2(1)\nkey = "AKIA0000000000000000"\nb = compute_v2(2)\n', False),  # changed
+    ('+key = "<redacted-1>"  # rotate yearly\n b = compute(2)\n', True),  # kept through its placeholder
+    (" b = compute(2)\n", False),  # the secret's line dropped
+    ('+key = "AKIA0000000000000000"\n b = compute(2)\n', False),  # changed
+    ('+key = "<redacted-2>"\n b = compute(2)\n', False),  # a placeholder the prompt did not have
 ])
 def test_a_predicted_next_edit_never_drops_or_changes_a_secret(answer, offered):
     import asyncio
@@ -64,9 +65,28 @@ def test_a_predicted_next_edit_never_drops_or_changes_a_secret(answer, offered):
 
     text = 'a = compute(1)\nkey = "AKIAIOSFODNN7EXAMPLE"\nb = compute(2)\n'
     doc = Document.open("file:///t.py", "python", 1, text)
-    engine = FakeEngine(lambda p: "LEAKED```\n" if "AKIAIOSFODNN7EXAMPLE" in p else answer + "```\n")
-    result = asyncio.run(generate.predict(doc, 0, None, engine, Settings()))
+    engine = FakeEngine(lambda p: "+LEAKED\n" if "AKIAIOSFODNN7EXAMPLE" in p else answer)
+    result, _ = asyncio.run(generate.predict(doc, text.index("key"), None, engine, Settings()))
     if offered:
-        assert [e.text for e in result.edits] == ["_v2", "_v2"]
+        assert [e.text for e in result.edits] == ["  # rotate yearly"]
     else:
         assert result.edits == []
+
+
+@pytest.mark.parametrize(("token_probability", "min_confidence", "offered"), [
+    (0.9, 0.5, True), (0.3, 0.5, False), (0.3, 0.0, True)])
+def test_a_prediction_the_model_is_unsure_of_is_held_back_by_the_confidence_gate(token_probability, min_confidence,
+                                                                                  offered):
+    import asyncio
+    import math
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = "a = compute_v2(1)\nb = compute(2)\n"
+    doc = Document.open("file:///t.py", "python", 2, text)
+    engine = FakeEngine("+b = compute_v2(2)\n", token_logprob=math.log(token_probability))
+    settings = Settings.model_validate({"nextEditMinConfidence": min_confidence})
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, settings))
+    assert [e.text for e in result.edits] == (["_v2"] if offered else [])

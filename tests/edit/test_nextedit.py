@@ -1,7 +1,10 @@
-"""The next-edit history: keystrokes merged into hunks, hunks described in words, the window around the cursor."""
+"""The next-edit history (keystrokes merged into hunks), the diff prompt that grows by appending, and its answer."""
+
+import math
 
 import pytest
 from sparkls.edit import nextedit
+from sparkls.text.document import Document
 
 
 def test_keystrokes_on_one_line_merge_into_one_hunk_and_an_undo_removes_it():
@@ -12,8 +15,7 @@ def test_keystrokes_on_one_line_merge_into_one_hunk_and_an_undo_removes_it():
         h.record(text, at + i, at + i, ch, now=1.0 + i)
         text = text[: at + i] + ch + text[at + i :]
     assert len(h.hunks) == 1
-    assert nextedit.describe(h.hunks[0]) == "replaced `compute` with `compute_v2` on line 1"
-    assert "replaced `compute` with `compute_v2`" in nextedit.instruction(h)
+    assert (h.hunks[0].old, h.hunks[0].new) == (["a = compute(1)"], ["a = compute_v2(1)"])
     h.record(text, at, at + 3, "", now=5.0)
     assert not h.hunks
 
@@ -27,17 +29,99 @@ def test_edits_far_apart_are_separate_hunks():
     assert [hk.line for hk in h.hunks] == [0, 10]
 
 
-def test_the_next_edit_window_is_whole_lines_around_the_cursor():
-    text = "".join(f"l{i}\n" for i in range(20))
-    s, e = nextedit.window(text, text.index("l10"), 2, 3)
-    assert text[s:e] == "l8\nl9\nl10\nl11\nl12\nl13\n"
+CODE = "".join(f"v{i} = compute({i})\n" for i in range(40))
 
 
-@pytest.mark.parametrize(("old", "new", "said"), [
-    ("    count = len(values)", "    n = len(values)", "replaced `count` with `n` on line 1"),
-    ("f(a)", "f(a, b)", "inserted `, b` on line 1"),
-    ("f(a, b)", "f(a)", "deleted `, b` from line 1"),
-    ("total = 1", "total_sum = 1", "replaced `total` with `total_sum` on line 1"),
+def edited(text: str, history: nextedit.History, old: str, new: str, now: float) -> str:
+    at = text.index(old)
+    history.record(text, at, at + len(old), new, now=now)
+    return text[:at] + new + text[at + len(old) :]
+
+
+def test_the_prompt_is_the_file_before_the_edits_then_their_diff_then_a_hunk_at_the_cursor():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    text = edited(text, h, "compute(4)", "compute_v2(4)", 40.0)
+    doc = Document.open("file:///w/m.py", "python", 3, text)
+    p = nextedit.render(doc, text.index("v5 = "), h, "m.py", above=60, below=60)
+    head, rest = p.text.split("<|file_sep|>m.py.diff\n")
+    assert head == "<|file_sep|>m.py\n" + CODE  # as it was before the edits the diff shows
+    assert rest == ("--- a/m.py\n+++ b/m.py\n@@ -4,1 +4,1 @@\n-v3 = compute(3)\n+v3 = compute_v2(3)\n"
+                    "@@ -5,1 +5,1 @@\n-v4 = compute(4)\n+v4 = compute_v2(4)\n"
+                    "@@ -4 +4 @@\n v3 = compute_v2(3)\n v4 = compute_v2(4)\n-v5 = compute(5)\n")
+    assert p.removed == "-v5 = compute(5)\n"
+
+
+def test_a_new_edit_near_the_last_prediction_appends_to_its_prompt():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    doc = Document.open("file:///w/m.py", "python", 2, text)
+    p1 = nextedit.render(doc, text.index("v4 = "), h, "m.py")
+    text = edited(text, h, "compute(4)", "compute_v2(4)", 40.0)
+    doc = Document.open("file:///w/m.py", "python", 3, text)
+    p2 = nextedit.render(doc, text.index("v5 = "), h, "m.py", frame=p1.frame)
+    assert p2.frame == p1.frame
+    shared = p1.text[: p1.text.rindex("@@ -")]  # all but the hunk at the cursor
+    assert p2.text.startswith(shared) and p2.text[len(shared) :].startswith("@@ -5,1 +5,1 @@\n-v4 = compute(4)\n")
+
+
+def test_a_prediction_far_from_the_frame_starts_a_new_one():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    doc = Document.open("file:///w/m.py", "python", 2, text)
+    p1 = nextedit.render(doc, text.index("v4 = "), h, "m.py", above=5, below=5)
+    p2 = nextedit.render(doc, text.index("v30 = "), h, "m.py", above=5, below=5, frame=p1.frame)
+    assert p2.frame != p1.frame and "v30 = compute(30)" in p2.frame.head and "v4 =" not in p2.frame.head
+
+
+def test_no_secret_reaches_the_prompt_and_an_answer_gets_it_back():
+    text = 'a = compute(1)\nkey = "AKIAIOSFODNN7EXAMPLE"\nb = compute(2)\n'
+    doc = Document.open("file:///w/m.py", "python", 1, text)
+    p = nextedit.render(doc, text.index("key"), None, "m.py")
+    assert "AKIAIOSFODNN7EXAMPLE" not in p.text
+    got = nextedit.parse(p, p.removed + '+key = "<redacted-1>"  # rotated\n b = compute(2)\n')
+    assert got is not None and got.added == ['key = "AKIAIOSFODNN7EXAMPLE"  # rotated\n']
+    assert nextedit.parse(p, p.removed + '+key = "<redacted-2>"\n') is None  # a made-up placeholder
+
+
+LINES = "def f(a):\n    x = 1\n    y = 2\n    return x\n"
+
+
+@pytest.mark.parametrize(("answer", "first", "last", "added"), [
+    ("-    y = 2\n+    y = a\n     return x\n", 2, 3, ["    y = a\n"]),  # replaces the cursor's line
+    ("-    y = 2\n-    return x\n+    return a\n", 2, 4, ["    return a\n"]),  # and the line below
+    ("-    y = 2\n+    y = 2\n+    z = 3\n", 3, 3, ["    z = 3\n"]),  # inserts below it
+    ("-    y = 2\n+    w = 0\n+    y = 2\n", 2, 2, ["    w = 0\n"]),  # inserts above it
+    ("-    y = 2\n     return x\n", 2, 3, []),  # deletes it
+    ("-    y = 2\n@@ -9 +9 @@\n", 2, 3, []),  # deletes it (another hunk follows)
 ])
-def test_a_hunk_is_described_in_words(old, new, said):
-    assert nextedit.describe(nextedit.Hunk(0, [old], [new], 0.0)) == said
+def test_an_answer_is_the_lines_it_removes_and_adds(answer, first, last, added):
+    doc = Document.open("file:///w/m.py", "python", 1, LINES)
+    p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
+    assert p.removed == "-    y = 2\n"
+    got = nextedit.parse(p, answer)
+    assert got is not None and (got.first, got.last, got.added) == (first, last, added)
+
+
+@pytest.mark.parametrize("answer", [
+    "-    y = 2\n+    y = 2\n     return x\n",  # written again unchanged
+    "-    y = 2\n-    return y\n+    return a\n",  # removes a line the document does not have
+])
+def test_an_answer_that_changes_nothing_or_misquotes_the_file_is_no_prediction(answer):
+    doc = Document.open("file:///w/m.py", "python", 1, LINES)
+    p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
+    assert nextedit.parse(p, answer) is None
+
+
+def test_confidence_is_the_lowest_probability_on_the_changed_lines():
+    doc = Document.open("file:///w/m.py", "python", 1, LINES)
+    p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
+    got = nextedit.parse(p, "-    y = 2\n+    y = a\n     return x\n", [0.0, math.log(0.4), math.log(0.9)])
+    assert got is not None and got.confidence == pytest.approx(0.4)
+
+
+def test_generation_stops_once_the_model_goes_back_to_context():
+    assert not nextedit.finished("-    y = 2\n+    y = a\n")
+    assert not nextedit.finished("-    y = 2\n+    y = a\n     ret")  # the line is not complete
+    assert nextedit.finished("-    y = 2\n+    y = a\n     return x\n")
+    assert nextedit.finished("-    y = 2\n+    y = a\n@@ -9 +9 @@\n")

@@ -55,6 +55,19 @@ async def test_a_prompt_cut_inside_a_word_is_healed_back_to_the_words_start(engi
     assert healed.startswith("n "), healed  # `return ...`, not `retur` continued as a word of its own
 
 
+async def test_asked_for_log_probabilities_each_delta_carries_its_tokens_share(engine):
+    async def deltas(request: GenerationRequest) -> list[Delta]:
+        return [ev async for ev in engine.stream(request) if isinstance(ev, Delta)]
+
+    plain = await deltas(GenerationRequest(PROMPT, max_tokens=12))
+    scored = await deltas(GenerationRequest(PROMPT, max_tokens=12, logprobs=True))
+    assert [d.text for d in scored] == [d.text for d in plain]  # the same greedy tokens
+    assert all(d.logprob is None for d in plain)
+    lps = [d.logprob for d in scored]
+    assert all(lp is not None and lp <= 1e-6 for lp in lps), lps
+    assert any(lp is not None and lp < -1e-4 for lp in lps), lps  # some token was not certain
+
+
 async def test_a_repeated_prompt_prefix_reuses_the_kv_cache(engine):
     await collect(engine, GenerationRequest(PROMPT, max_tokens=4))
     # The same file, one more character typed at the cursor: only the tail is evaluated again.

@@ -32,6 +32,7 @@ from sparkls.workspace import redact
 log = logging.getLogger(__name__)
 
 _LINES = re.compile(r"[^\n]*\n|[^\n]+")
+TOKENS_PER_LINE = 24  # a next edit may write `nextEditMaxLines` lines, and one more to end with
 
 
 @dataclass(frozen=True)
@@ -122,26 +123,68 @@ async def rewrite_region(doc: Document, start: int, end: int, instruction: str, 
 
 
 async def predict(doc: Document, cursor: int, history: nextedit.History | None, engine: Engine, settings: Settings,
-                  priority: int = Priority.INTERACTIVE) -> EditResult:
-    """The next edit around `cursor`, predicted from the document's recent edits."""
+                  priority: int = Priority.INTERACTIVE, frame: nextedit.EditFrame | None = None
+                  ) -> tuple[EditResult, nextedit.EditFrame]:
+    """The next edit at `cursor`'s line, predicted from the document's recent edits (edit/nextedit.py), and the
+    prompt frame the document's next prediction can grow (pass it back)."""
     t0 = time.perf_counter()
     rid = new_request_id("next")
     p = nextedit.render(doc, cursor, history, file_name(doc.uri), settings.next_edit_lines_before,
-                        settings.next_edit_lines_after)
-    original = doc.text[p.start : p.end]
-    gen = LineGeneration(engine, request_for(p.text, original, settings, priority, rid), secrets=p.secrets)
-    async for _ in gen:
-        pass
-    lines = rewrite.trim_echo(gen.lines, original, doc.text[: p.start], doc.text[p.end :])
-    # An answer that stops early keeps the rest of the window: a next edit never deletes code by omission.
-    text = rewrite.finish_like(rewrite.compose(original, lines), original) if lines else original
-    if rewrite.changed_lines(original, text) > settings.next_edit_max_lines:
-        log.info("%s: predicted edit changes %d lines (> nextEditMaxLines %d): not offered", rid,
-                 rewrite.changed_lines(original, text), settings.next_edit_max_lines)
-        text = original  # a next edit is small; a big rewrite of the window is the model rambling
-    if garbled(text, original) or any(text.count(v) < original.count(v) for _, v in p.secrets):
-        log.info("%s: predicted edit drops or garbles a redacted secret: not offered", rid)
-        text = original  # a next edit never touches a secret
-    es = diff.region_edits(doc.text, p.start, p.end, text)
-    return EditResult(doc.uri, doc.version, p.start, p.end, original, text, es, rid, gen.stats,
-                      (time.perf_counter() - t0) * 1000)
+                        settings.next_edit_lines_after, frame, settings.next_edit_max_lines)
+    answer, stats, line_lps = await _continue_diff(engine, GenerationRequest(
+        p.text, max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1), stop=nextedit.STOPS,
+        priority=priority, id=rid, logprobs=True), p.removed)
+    got = nextedit.parse(p, answer, line_lps)
+    s = nextedit.line_start(doc.text, p.context)
+    e = nextedit.line_start(doc.text, max(p.line + 1, got.last if got else 0))
+    original = doc.text[s:e]
+    text = original
+    if got is not None:
+        a = nextedit.line_start(doc.text, got.first) - s
+        b = nextedit.line_start(doc.text, got.last) - s
+        text = original[:a] + "".join(got.added) + original[b:]
+        if not doc.text.endswith("\n") and e == len(doc.text) and b == len(original) and text.endswith("\n"):
+            text = text[:-1]  # the last line had no terminator: it still has none
+        why = ""
+        if got.last - got.first + len(got.added) > settings.next_edit_max_lines:
+            why = f"changes {got.last - got.first + len(got.added)} lines (> nextEditMaxLines)"
+        elif any(text.count(v) < original.count(v) for _, v in p.secrets):
+            why = "drops or changes a redacted secret"  # a next edit never touches a secret
+        elif got.confidence < settings.next_edit_min_confidence:
+            why = f"confidence {got.confidence:.2f} < nextEditMinConfidence {settings.next_edit_min_confidence}"
+        if why:
+            log.info("%s: predicted edit %s: not offered", rid, why)
+            text = original
+    es = diff.region_edits(doc.text, s, e, text) if text != original else []
+    return (EditResult(doc.uri, doc.version, s, e, original, text, es, rid, stats, (time.perf_counter() - t0) * 1000),
+            p.frame)
+
+
+async def _continue_diff(engine: Engine, request: GenerationRequest, forced: str
+                         ) -> tuple[str, GenerationStats, list[float]]:
+    """The model's continuation of a next-edit diff until it goes back to context (then the request is aborted):
+    the answer with the prompt's `forced` last line before it, the stats, and per answer line the lowest token
+    log-probability (0.0 for the forced line)."""
+    answer, stats, lows, low = forced, GenerationStats(), [0.0] * forced.count("\n"), 0.0
+    done = False
+    stream = engine.stream(request)
+    try:
+        async for event in stream:
+            if isinstance(event, Finished):
+                stats = event.stats
+                break
+            if isinstance(event, Delta) and not done:
+                for k, piece in enumerate(event.text.split("\n")):
+                    if k:
+                        lows.append(low)
+                        low = 0.0
+                    if piece or k == 0:
+                        low = min(low, event.logprob or 0.0)
+                answer += event.text
+                if nextedit.finished(answer):
+                    done = True
+                    await engine.abort(request.id)
+    finally:
+        await stream.aclose()
+    lows.append(low)
+    return answer, stats, lows

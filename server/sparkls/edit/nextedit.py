@@ -1,22 +1,31 @@
-"""Next-edit prediction: the recent edits of a document, and the prompt that asks for the next one (pure).
+"""Next-edit prediction: the recent edits of a document, the prompt that asks for the next one, its answer (pure).
 
-`History` keeps the last edits of one document as small line hunks with timestamps, fed from each
-`didChange` content change; keystrokes inside the lines of the previous hunk merge into it (typing
-a word is one hunk, not eight). `render` asks the model to rewrite an editable window around the
-cursor with the next edit applied, the recent hunks described in words (`describe`: the 0.5B model
-follows "replaced `count` with `n` on line 2" where it echoed a diff unchanged); the window's
-minimal diff is the prediction. Secrets in the window and the hunks never reach the model (`rewrite.render`).
+`History` keeps the last edits of one document as small line hunks with timestamps and sequence numbers, fed
+from each `didChange` content change; keystrokes inside the lines of the previous hunk merge into it (typing a
+word is one hunk, not eight).
+
+The prompt is a unified diff for the model to continue (no chat template): the file as it was before the recent
+edits (an excerpt around the cursor: the `EditFrame`), then those edits as a diff, oldest first, then a hunk header
+at the cursor with the two lines above it as context and the cursor's line as removed. The model writes only what
+changes: more `-` lines, then the `+` lines that replace them (the cursor's line again first when it only inserts
+below it); it stops when it goes back to context. The frame stays while the user edits near it, so consecutive
+predictions are one prompt that grows by appending each new edit: the engine reuses the KV of all the rest. The
+lowest token probability on the changed lines is the prediction's confidence (the `nextEditMinConfidence` gate).
+Measured against a whole-window rewrite with the edits described in words (the prompt before), a chat prompt with
+diffs, and this diff without the cursor's line removed (`benchmarks/next_prompts.py`, `next_eval.py`). Secrets
+never reach the model: the excerpt and the diff are redacted, the lines the hunk may remove masked with numbered
+placeholders that the answer's lines get back.
 """
 
 from __future__ import annotations
 
 import collections
+import math
 import time
 from dataclasses import dataclass
 
-from sparkls.edit import rewrite
 from sparkls.text.document import Document
-from sparkls.workspace.redact import Secrets
+from sparkls.workspace import redact
 
 MAX_HUNK_CHARS = 4000
 
@@ -27,6 +36,7 @@ class Hunk:
     old: list[str]  # the lines before the edit
     new: list[str]  # the same lines after it
     time: float
+    seq: int = 0  # the History's count of hunks when this one began (a merged keystroke keeps it)
 
 
 def _line_bounds(text: str, start: int, end: int) -> tuple[int, int]:
@@ -42,6 +52,7 @@ class History:
     def __init__(self, size: int = 16, merge_s: float = 30.0) -> None:
         self.hunks: collections.deque[Hunk] = collections.deque(maxlen=size)
         self.merge_s = merge_s
+        self.count = 0  # hunks ever added
 
     def record(self, old_text: str, start: int, end: int, inserted: str, now: float | None = None) -> None:
         """One content change: old_text[start:end] was replaced by `inserted`."""
@@ -64,83 +75,170 @@ class History:
                 self.hunks.pop()  # typed and undone
             return
         if old_lines != new_lines:
-            self.hunks.append(Hunk(first, old_lines, new_lines, now))
+            self.count += 1
+            self.hunks.append(Hunk(first, old_lines, new_lines, now, self.count))
 
 
-def _ident(ch: str) -> bool:
-    return ch.isalnum() or ch == "_"
-
-
-def _changed_words(old: str, new: str) -> tuple[str, str]:
-    """The changed part of one line (or lines), widened to whole identifiers when the change is inside one."""
-    p = 0
-    while p < min(len(old), len(new)) and old[p] == new[p]:
-        p += 1
-    q = 0
-    while q < min(len(old), len(new)) - p and old[len(old) - 1 - q] == new[len(new) - 1 - q]:
-        q += 1
-    oe, ne = len(old) - q, len(new) - q
-
-    def touches(at_old: int, at_new: int) -> bool:
-        return (at_old < oe and _ident(old[at_old])) or (at_new < ne and _ident(new[at_new]))
-
-    while p > 0 and _ident(old[p - 1]) and touches(p, p):
-        p -= 1
-    while q > 0 and _ident(old[oe]) and ((oe > p and _ident(old[oe - 1])) or (ne > p and _ident(new[ne - 1]))):
-        oe, ne, q = oe + 1, ne + 1, q - 1
-    return old[p:oe].strip(), new[p:ne].strip()
-
-
-def describe(h: Hunk) -> str:
-    """One hunk in words ("replaced `count` with `n` on line 2"): small models follow words better than diffs."""
-    a, b = _changed_words("\n".join(h.old), "\n".join(h.new))
-    where = f"line {h.line + 1}" if len(h.new) <= 1 else f"lines {h.line + 1}-{h.line + len(h.new)}"
-    if "\n" in a or "\n" in b or len(a) > 80 or len(b) > 80:
-        return f"rewrote {where}"
-    if a and b:
-        return f"replaced `{a}` with `{b}` on {where}"
-    if b:
-        return f"inserted `{b}` on {where}"
-    return f"deleted `{a}` from {where}" if a else f"changed {where}"
-
-
-def instruction(history: History | None, limit: int = 3) -> str:
-    """What the model is asked: continue the most recent edits, described in words."""
-    hunks = list(history.hunks)[-limit:] if history is not None else []
-    if not hunks:
-        return ("Make the next edit the developer is most likely to make in this code (finish what is unfinished); "
-                "if nothing needs to change, repeat the code unchanged.")
-    said = "; then ".join(describe(h) for h in hunks)
-    return (f"The developer just {said}. Make the same change wherever it is still missing in this code, or the "
-            "next edit that follows from it; change nothing else.")
+PRIOR_HUNKS = 3  # edits already in the document when a frame begins, shown as its diff's first hunks
+MAX_HUNKS = 12  # a frame's diff shows at most this many; one more starts a new frame
+MAX_DIFF_CHARS = 3000
+CONTEXT_LINES = 2  # unchanged lines above the cursor in the hunk the model continues
+STOPS = ("<|file_sep|>", "<|endoftext|>", "<|im_end|>", "<|fim_", "\n@@")
 
 
 @dataclass(frozen=True)
-class NextEditPrompt:
+class EditFrame:
+    """A document's stable prompt head: the file's text around the cursor as it was before the edits its diff
+    shows, from the hunk numbered `first_seq` on."""
+
+    uri: str
+    head: str
+    lo: int  # the excerpt's lines [lo, hi), in the text it was taken from
+    hi: int
+    first_seq: int
+
+
+def _revert(text: str, hunks: list[Hunk]) -> str:
+    """`text` as it was before `hunks` (oldest first; each hunk's lines are where they were right after it)."""
+    lines = text.split("\n")
+    for h in reversed(hunks):
+        lines[h.line : h.line + len(h.new)] = h.old
+    return "\n".join(lines)
+
+
+def _shown(history: History | None, first_seq: int) -> list[Hunk]:
+    return [h for h in history.hunks if h.seq >= first_seq] if history is not None else []
+
+
+def unified(path: str, hunks: list[Hunk]) -> str:
+    """The hunks as one unified diff without context lines, oldest first, each at its lines then (redacted)."""
+    out = [f"--- a/{path}", f"+++ b/{path}"]
+    for h in hunks:
+        old = [x for x in h.old if x or len(h.old) > 1]  # a one-line hunk on an empty line inserts or deletes
+        new = [x for x in h.new if x or len(h.new) > 1]
+        out.append(f"@@ -{h.line + 1},{len(old)} +{h.line + 1},{len(new)} @@")
+        out += ["-" + x for x in old] + ["+" + x for x in new]
+    return redact.redact("\n".join(out) + "\n")
+
+
+def frame_for(doc: Document, line: int, history: History | None, path: str, above: int, below: int,
+              frame: EditFrame | None) -> EditFrame:
+    """`frame` while it still serves a prediction at `line`, else a new one: the last `PRIOR_HUNKS` edits
+    reverted, the excerpt `above` lines above the cursor to `below` lines under it."""
+    if frame is not None and frame.uri == doc.uri and history is not None:
+        shown = _shown(history, frame.first_seq)
+        complete = (bool(shown) and shown[0].seq == frame.first_seq) or (not shown and history.count < frame.first_seq)
+        margin = max(1, min(above, below) // 3)  # from an edge where the excerpt was cut
+        inside = (frame.lo == 0 or frame.lo + margin <= line) and \
+            (frame.hi >= doc.text.count("\n") or line < frame.hi - margin)
+        if complete and inside and len(shown) <= MAX_HUNKS and \
+                sum(len(unified(path, [h])) for h in shown) <= MAX_DIFF_CHARS:
+            return frame
+    hunks = list(history.hunks)[-PRIOR_HUNKS:] if history is not None else []
+    first_seq = hunks[0].seq if hunks else (history.count + 1 if history is not None else 1)
+    lines = _revert(doc.text, hunks).splitlines(keepends=True)
+    lo, hi = max(0, line - above), min(len(lines), line + below)
+    excerpt = "".join(lines[lo:hi])
+    return EditFrame(doc.uri, f"<|file_sep|>{path}\n{redact.redact(excerpt)}", lo, hi, first_seq)
+
+
+@dataclass(frozen=True)
+class DiffPrompt:
     text: str
-    start: int  # the editable window in the document (whole lines)
-    end: int
-    secrets: Secrets = ()  # the placeholders in the prompt's window and the values they stand for
+    line: int  # the cursor's line: the hunk's first removed line
+    context: int  # the first context line above it (the prediction's region starts there)
+    frame: EditFrame
+    lines: tuple[str, ...]  # the document's lines from `context` on as the model sees them (masked), no terminators
+    secrets: redact.Secrets = ()
+    removed: str = ""  # the prompt's last line: the cursor's line as removed (none past the last line)
 
 
-def window(text: str, cursor: int, before: int, after: int) -> tuple[int, int]:
-    """Whole lines from `before` lines above the cursor's line to `after` lines below it."""
-    s = text.rfind("\n", 0, cursor) + 1
-    for _ in range(before):
-        if s == 0:
+def render(doc: Document, cursor: int, history: History | None, path: str, above: int = 60, below: int = 30,
+           frame: EditFrame | None = None, max_lines: int = 8) -> DiffPrompt:
+    """The prompt for the next edit at the cursor's line (see the module's docstring)."""
+    line = doc.text.count("\n", 0, cursor)
+    f = frame_for(doc, line, history, path, above, below, frame)
+    context = max(0, line - CONTEXT_LINES)
+    s, e = line_start(doc.text, context), line_start(doc.text, line + max_lines + 1)
+    masked, secrets = redact.mask(doc.text, s, e)
+    lines = masked.split("\n")
+    if masked.endswith("\n") or not masked:
+        lines.pop()  # the text after the last line's terminator is not a line
+    if masked.count("\n") != doc.text.count("\n", s, e):
+        lines = []  # a secret spans lines here (a key block): no line of it can be matched or changed
+    ctx = "".join(f" {x}\n" for x in lines[: line - context])
+    cursor_line = f"-{lines[line - context]}\n" if line - context < len(lines) else ""
+    text = (f"{f.head}<|file_sep|>{path}.diff\n{unified(path, _shown(history, f.first_seq))}"
+            f"@@ -{context + 1} +{context + 1} @@\n{ctx}{cursor_line}")
+    return DiffPrompt(text, line, context, f, tuple(lines), secrets, cursor_line)
+
+
+def line_start(text: str, line: int) -> int:
+    """The offset of line `line` (0-based) in `text`, or len(text) past its last line."""
+    at = 0
+    for _ in range(line):
+        nl = text.find("\n", at)
+        if nl == -1:
+            return len(text)
+        at = nl + 1
+    return at
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A parsed answer: the document's lines [first, last) replaced by `added` (each with its "\n")."""
+
+    first: int
+    last: int
+    added: list[str]
+    confidence: float  # the lowest probability of a changed line's tokens (1.0 when the engine gave none)
+
+
+def finished(answer: str) -> bool:
+    """The model wrote its change and went back to context, or began another hunk: stop generating."""
+    changed = False
+    for x in answer.split("\n")[:-1]:
+        if x.startswith(("-", "+")) and not x.startswith(("---", "+++")):
+            changed = True
+        elif changed or not x.startswith(" "):
+            return True
+    return False
+
+
+def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) -> Answer | None:
+    """The model's change after the prompt's hunk header (`answer` begins with the cursor's `-` line the prompt
+    ends with): None when it changes nothing, removes a line that is not the document's, or writes a placeholder
+    the masked lines did not have. `line_logprobs`: per line of `answer`, the lowest token log-probability."""
+    if not p.lines:
+        return None
+    first = p.line - p.context
+    removed, at, low = 0, first, 0.0
+    added: list[str] = []
+    for i, x in enumerate(answer.split("\n")):
+        lp = line_logprobs[i] if line_logprobs is not None and i < len(line_logprobs) else 0.0
+        if x.startswith("-") and not added:
+            if at + removed >= len(p.lines) or p.lines[at + removed] != x[1:]:
+                return None
+            removed += 1
+        elif x.startswith("+"):
+            added.append(x[1:])
+            low = min(low, lp)
+        else:
+            if added or removed:
+                low = min(low, lp)  # the decision to stop changing
             break
-        s = text.rfind("\n", 0, s - 1) + 1
-    e = text.find("\n", cursor)
-    for _ in range(after):
-        if e == -1:
-            break
-        e = text.find("\n", e + 1)
-    return s, len(text) if e == -1 else e + 1
-
-
-def render(doc: Document, cursor: int, history: History | None, path: str = "", before: int = 3,
-           after: int = 8) -> NextEditPrompt:
-    """Ask for the editable window around the cursor rewritten with the next edit (the rewrite prompt)."""
-    s, e = window(doc.text, cursor, before, after)
-    p = rewrite.render(doc, s, e, instruction(history), path)
-    return NextEditPrompt(p.text, s, e, p.secrets)
+    # Lines removed and written again unchanged stay (the cursor's line, when the model inserts below or above it).
+    while removed and added and added[0] == p.lines[at]:
+        at, removed, added = at + 1, removed - 1, added[1:]
+    while removed and added and added[-1] == p.lines[at + removed - 1]:
+        removed, added = removed - 1, added[:-1]
+    if not removed and not added:
+        return None
+    new: list[str] = []
+    for x in added:
+        for placeholder, value in p.secrets:
+            x = x.replace(placeholder, value)
+        if "<redacted" in x:
+            return None
+        new.append(x + "\n")
+    return Answer(p.context + at, p.context + at + removed, new, math.exp(low))

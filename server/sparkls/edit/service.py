@@ -27,6 +27,7 @@ class EditService:
     def __init__(self, session: Session) -> None:
         self.session = session
         self.histories: dict[str, nextedit.History] = {}
+        self._frames: dict[str, nextedit.EditFrame] = {}  # the stable head of each document's next-edit prompts
         self._predictions: dict[str, generate.EditResult] = {}  # the latest next-edit per document
         self._accepted: dict[str, tuple[int, str]] = {}  # uri -> (cursor, text after accepting)
         self._prefetch: dict[str, asyncio.Task[None]] = {}
@@ -35,7 +36,7 @@ class EditService:
 
     # -- the session's documents -----------------------------------------------------------------
     def opened(self, doc: Document) -> None:
-        for per_doc in (self.histories, self._predictions, self._accepted):
+        for per_doc in (self.histories, self._predictions, self._accepted, self._frames):
             per_doc.pop(doc.uri, None)  # a (re)opened document starts a new history and version sequence
 
     def changed(self, old: Document, start: int, end: int, text: str) -> None:
@@ -45,7 +46,7 @@ class EditService:
         self._maybe_prefetch(doc)
 
     def closed(self, uri: str) -> None:
-        for per_doc in (self.histories, self._predictions, self._accepted):
+        for per_doc in (self.histories, self._predictions, self._accepted, self._frames):
             per_doc.pop(uri, None)
         if (task := self._prefetch.pop(uri, None)) is not None:
             task.cancel()
@@ -82,8 +83,9 @@ class EditService:
         cached = self._predictions.get(doc.uri)
         if cached is not None and cached.version == doc.version and cached.start <= cursor <= cached.end:
             return cached
-        result = await generate.predict(doc, cursor, self.histories.get(doc.uri), self.session.start_engine(),
-                                        self.session.settings, priority)
+        result, self._frames[doc.uri] = await generate.predict(
+            doc, cursor, self.histories.get(doc.uri), self.session.start_engine(), self.session.settings, priority,
+            self._frames.get(doc.uri))
         log.info("%s next-edit v%d: %d edits, %.0f ms, %d tokens", result.request_id, doc.version,
                  len(result.edits), result.total_ms, result.stats.decode_tokens)
         self._predictions[doc.uri] = result

@@ -58,12 +58,16 @@ class GenerationRequest:
     heal: bool = False  # the prompt ends inside a line: an engine that can constrain decoding heals its last token
     warm: bool = False  # a warm-up: compute the prompt's KV for a request expected soon; its output is not used
     # (llama.cpp prefills it into the interactive sequence after all other work and drops it when any arrives)
+    logprobs: bool = False  # report each Delta's log-probability (engines that cannot leave it None)
     id: str = field(default_factory=new_request_id)
 
 
 @dataclass(frozen=True)
 class Delta:
     text: str
+    # The sum of the log-probabilities the model gave the tokens of `text` (asked with `logprobs`; None where
+    # the engine does not report them). A stop string cut short leaves its tokens' share in the last Delta.
+    logprob: float | None = None
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ class FakeEngine:
     name = "fake"
 
     def __init__(self, script: Callable[[str], str] | str | None = None, token_delay_s: float = 0.0,
-                 chars_per_token: int = 3, recorder: Recorder | None = None) -> None:
+                 chars_per_token: int = 3, recorder: Recorder | None = None, token_logprob: float = -0.05) -> None:
         if isinstance(script, str):
             text = script
             self._script: Callable[[str], str] = lambda _p: text
@@ -51,6 +51,7 @@ class FakeEngine:
             self._script = script or _default_script
         self.token_delay_s = token_delay_s
         self.chars_per_token = max(1, chars_per_token)
+        self.token_logprob = token_logprob  # each "token"'s log-probability, for requests that ask
         self.started: list[str] = []
         self.aborted: list[str] = []
         self.finished: list[str] = []
@@ -89,7 +90,7 @@ class FakeEngine:
                     n += 1
                     if n == 1:
                         ttft = (time.perf_counter() - t1) * 1000
-                    yield Delta(text[i : i + self.chars_per_token])
+                    yield Delta(text[i : i + self.chars_per_token], self.token_logprob if request.logprobs else None)
             except (asyncio.CancelledError, GeneratorExit):
                 await self.abort(request.id)
                 self.recorder.record(request.id, stats("abort"))

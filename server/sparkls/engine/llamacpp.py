@@ -17,9 +17,11 @@ hung worker. `llama_cpp` is imported lazily, here only.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import contextlib
 import logging
+import math
 import os
 import threading
 import time
@@ -163,6 +165,8 @@ class _Job:
     accepted: int = 0
     heal_left: bytes = b""  # token healing: the cut text the next tokens must still spell out
     heal_skip: int = 0  # ... and how many bytes of output are that text, not emitted
+    logprobs: collections.deque[float] = field(default_factory=collections.deque)  # of tokens yielded, not taken
+    logprob: float = 0.0  # of the tokens taken since the last Delta (`req.logprobs`)
 
     def ran_ms(self, started: float) -> float:
         """Time spent running, over all turns, with the one that began at `started`."""
@@ -433,6 +437,8 @@ class LlamaCppEngine:
                 job.t_first = time.perf_counter()
                 job.ttft_ms = job.ran_ms(started)
             job.generated += 1
+            if job.logprobs:
+                job.logprob += job.logprobs.popleft()
             if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
                 return "stop"
             tokens.append(tok)  # a pause resumes from here
@@ -452,14 +458,17 @@ class LlamaCppEngine:
         piece = job.utf8.push(data)
         if not piece:
             return False
+        lp: float | None = None
+        if job.req.logprobs:
+            lp, job.logprob = job.logprob, 0.0
         start = len(job.text)
         job.text += piece
         cut = stop_start(job.text, job.req.stop)
         if cut is None:
-            job.emit(Delta(piece))
+            job.emit(Delta(piece, lp))
             return False
         if keep := job.text[start:cut]:  # empty when the stop string began in earlier text
-            job.emit(Delta(keep))
+            job.emit(Delta(keep, lp))
         return True
 
     def _must_stop(self, job: _Job, started: float) -> bool:
@@ -489,6 +498,7 @@ class LlamaCppEngine:
 
         n_vocab = self._llm.n_vocab()
         n_past = len(tokens) - 1
+        job.logprobs.clear()  # a resumed job decodes again from its last taken token
         while True:
             healing = self._vocab if job.heal_left else None  # the vocabulary while the job heals
             room = self.options.n_ctx - n_past - 2
@@ -512,6 +522,10 @@ class LlamaCppEngine:
             n_past += 1 + accepted
             job.drafted += len(draft)
             job.accepted += accepted
+            if job.req.logprobs:  # log-softmax of each taken token under the logits it was chosen from
+                for x, tok in zip(logits, [*draft[:accepted], preds[accepted]], strict=False):
+                    top = float(x.max())
+                    job.logprobs.append(float(x[tok]) - top - math.log(float(np.exp(x - top).sum())))
             yield from [*draft[:accepted], preds[accepted]]  # the consumer appends each to `tokens`
 
     # -- event loop side -------------------------------------------------------------------------

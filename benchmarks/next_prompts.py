@@ -1,0 +1,245 @@
+"""Next-edit prompt variants compared on the tuning half of commit-edits, the model prompted directly.
+
+Each variant is a way to ask the model for the next edit at the cursor (the target hunk's first line), given
+the row's history hunks; the answer is turned into a rewritten window and scored as `next_eval.py` scores it
+(exact, chrF, located, shown), with the decoded tokens and the time per prediction. Rows are only ever taken
+from the tuning half: prompts are chosen here, `next_eval.py --half reported` is where they are reported. Each
+row's prompts are cold (a new frame), so times here are cold times; `next_eval.py` measures warm ones.
+
+Variants:
+- `diff`: the server's prompt (`sparkls.edit.nextedit`): the file before the recent edits, the edits as a
+  unified diff oldest first, a hunk header at the cursor with two context lines and the cursor's line as
+  removed; the model writes only the changed lines; parsed by `nextedit.parse`. Per changed line the lowest
+  token probability is kept, for the confidence gate's precision/coverage curve.
+- `diff-unforced`: the same without the cursor's line removed in the prompt (the model may go on with context).
+- `diff-chat`: the chat template, the recent edits as unified diffs oldest first, the window with the cursor
+  marked, the whole window rewritten (3 lines above the cursor, 8 below).
+The prompt of the server before this change (the whole window rewritten, the recent edits described in words)
+is measured as `baseline` in `next_eval.py`.
+
+Usage: python benchmarks/next_prompts.py [--variants diff,diff-unforced,diff-chat] [--models 0.5b] [--limit N]
+       [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from sparkls.edit import diff, nextedit, rewrite
+from sparkls.settings import Settings
+from sparkls.text.document import Document
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from latency import dist, git, machine
+from next_eval import FENCE, MODELS, ROOT, Replay, load, score, summarize, target_of
+
+
+def history_of(row: dict[str, Any]) -> tuple[nextedit.History, str] | None:
+    replay, history, t = Replay(row), nextedit.History(), 0.0
+    for hi in row["history_hunks"]:
+        change = replay.next_change(hi)
+        if change is None:
+            return None
+        t += 1.0
+        history.record(replay.text, change[0], change[1], change[2], now=t)
+        replay.apply(change)
+    return (history, replay.text) if replay.text == row["current"] else None
+
+
+def run_answer(text: str, start: int, end: int, answer: str) -> tuple[str, list[diff.Edit]]:
+    m = FENCE.search(answer)
+    after = m.group(1) if m else answer
+    after = rewrite.finish_like(after, text[start:end])
+    return after, diff.region_edits(text, start, end, after) if after != text[start:end] else []
+
+
+LINE_LPS: list[tuple[str, float, float]] = []  # the last generation's lines: (text, min, sum of logprobs)
+
+
+async def generate(engine: Any, prompt: str, max_tokens: int, stop: tuple[str, ...],
+                   until: Any = None) -> tuple[str, Any]:
+    from sparkls.engine.base import Delta, Finished, GenerationRequest
+
+    out, stats = "", None
+    LINE_LPS.clear()
+    cur, lo, tot = "", 0.0, 0.0
+    request = GenerationRequest(prompt, max_tokens=max_tokens, stop=stop, logprobs=True)
+    done = False
+    async for ev in engine.stream(request):
+        if isinstance(ev, Delta) and not done:
+            out += ev.text
+            lp = ev.logprob or 0.0
+            cur, lo, tot = cur + ev.text, min(lo, lp), tot + lp
+            while "\n" in cur:
+                line, cur = cur.split("\n", 1)
+                LINE_LPS.append((line, lo, tot))
+                lo, tot = 0.0, 0.0
+            if until is not None and until(out):
+                done = True
+                await engine.abort(request.id)  # then its stats come
+        elif isinstance(ev, Finished):
+            stats = ev.stats
+    if cur:
+        LINE_LPS.append((cur, lo, tot))
+    return out, stats
+
+
+async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.History, text: str
+                            ) -> dict[str, Any]:
+    s = Settings()
+    path = row["path"]
+    at = target_of(text, row)[0]
+    lines = text.splitlines(keepends=True)
+    cl = text.count("\n", 0, at)
+    ws = sum(len(x) for x in lines[: max(0, cl - 3)])
+    we = sum(len(x) for x in lines[: cl + 9])
+    lang = rewrite.fence_lang(row["lang"])
+    above = "".join(lines[max(0, cl - 40) : text.count("\n", 0, ws)])
+    below = "".join(lines[text.count("\n", 0, we) : cl + 30])
+    region = text[ws:at] + "<|user_cursor|>" + text[at:we]
+    user = (f"File: {path}\n\nCode above:\n```{lang}\n{above}```\n\nCode below:\n```{lang}\n{below}```\n\n"
+            f"Recent edits, oldest first:\n```diff\n{nextedit.unified(path, list(history.hunks)[-3:])}```\n\n"
+            f"The editable region (<|user_cursor|> is the cursor):\n```{lang}\n{region}```\n\n"
+            "Rewrite the editable region with the developer's next edit applied, which continues the recent "
+            "edits. Keep every other line exactly as it is. Reply with the region only, without the cursor mark.")
+    prompt = rewrite.chatml(rewrite.SYSTEM, user, f"```{lang}\n")
+    need = int((we - ws) / 4 * 1.5) + 96
+    answer, stats = await generate(engine, prompt, min(s.max_tokens_rewrite, need), rewrite.STOPS)
+    answer = answer.replace("<|user_cursor|>", "")
+    after, edits = run_answer(text, ws, we, answer)
+    return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats}
+
+
+async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.History, text: str,
+                       force: bool = True) -> dict[str, Any]:
+    s = Settings()
+    doc = Document.open("file:///x/" + row["path"].rsplit("/", 1)[-1], row["lang"], 1, text)
+    p = nextedit.render(doc, target_of(text, row)[0], history, row["path"], s.next_edit_lines_before,
+                        s.next_edit_lines_after, max_lines=s.next_edit_max_lines)
+    forced = p.removed if force else ""
+    prompt = p.text if force else p.text[: len(p.text) - len(p.removed)]
+    answer, stats = await generate(engine, prompt, 160, nextedit.STOPS, lambda out: nextedit.finished(forced + out))
+    lps = [[0.0, 0.0]] * forced.count("\n") + [[lo, tot] for _, lo, tot in LINE_LPS]
+    answer = forced + answer
+    if not force:  # the model's own context lines before its change: skip them, then the change is at its line
+        skip = 0
+        for x in answer.split("\n"):
+            if not x.startswith(" ") or skip >= len(p.lines) - (p.line - p.context) or \
+                    x[1:] != p.lines[p.line - p.context + skip]:
+                break
+            skip += 1
+        if skip:
+            answer = "\n".join(answer.split("\n")[skip:])
+            lps = lps[skip:]
+            p = nextedit.DiffPrompt(p.text, p.line + skip, p.context, p.frame, p.lines, p.secrets, p.removed)
+    got = nextedit.parse(p, answer, [lo for lo, _ in lps])
+    ws = nextedit.line_start(text, p.context)
+    we = nextedit.line_start(text, max(p.line + 1, got.last if got else 0))
+    after = text[ws:we]
+    if got is not None:
+        a, b = nextedit.line_start(text, got.first), nextedit.line_start(text, got.last)
+        after = text[ws:a] + "".join(got.added) + text[b:we]
+    edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
+    return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats, "line_lps": lps,
+            "confidence": got.confidence if got else None,
+            "changed_lines": (got.last - got.first + len(got.added)) if got else 0}
+
+
+async def variant_diff_unforced(engine: Any, row: dict[str, Any], history: nextedit.History, text: str
+                                ) -> dict[str, Any]:
+    return await variant_diff(engine, row, history, text, force=False)
+
+
+VARIANTS = {"diff": variant_diff, "diff-unforced": variant_diff_unforced, "diff-chat": variant_diff_chat}
+
+
+async def run(model: str, variants: list[str], rows: list[dict[str, Any]], args: argparse.Namespace
+              ) -> dict[str, list[dict[str, Any]]]:
+    from sparkls.engine.llamacpp import LlamaCppEngine
+    from sparkls.engine.model_files import resolve_model_path
+    from sparkls.engine.options import LlamaCppOptions
+
+    engine = LlamaCppEngine(LlamaCppOptions(model_path=str(resolve_model_path("", MODELS[model])),
+                                            threads=args.threads))
+    out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
+    try:
+        for i, row in enumerate(rows):
+            got = history_of(row)
+            for v in variants:
+                if got is None:
+                    out[v].append({"id": row["id"], "lang": row["lang"], "skipped": "history did not apply"})
+                    continue
+                t0 = time.perf_counter()
+                r = await VARIANTS[v](engine, row, got[0], got[1])
+                ms = (time.perf_counter() - t0) * 1000
+                st = r.pop("stats")
+                out[v].append({"id": row["id"], "lang": row["lang"], **r, "cold_ms": ms, "warm_ms": ms,
+                               "decode_tokens": st.decode_tokens if st else 0,
+                               "prompt_tokens": st.prompt_tokens if st else 0})
+            print(f"  {model} {i + 1}/{len(rows)} " + " ".join(
+                f"{v} {sum(x.get('exact', 0) for x in out[v])}" for v in variants), flush=True)
+    finally:
+        await engine.close()
+    return out
+
+
+def gate_curve(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
+    """Per threshold on the prediction's confidence: the share of rows shown, precision, exact over all rows (%)."""
+    scored = [r for r in rows if "exact" in r]
+    out = []
+    for t in [x / 10 for x in range(10)]:
+        shown = [r for r in scored if r["shown"] and (r["confidence"] or 0.0) >= t]
+        hits = sum(r["exact"] for r in shown)
+        out.append({"threshold": t, "shown": 100 * len(shown) / max(1, len(scored)),
+                    "precision": 100 * hits / max(1, len(shown)), "exact": 100 * hits / max(1, len(scored))})
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--models", default="0.5b")
+    ap.add_argument("--limit", type=int, default=24)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default="")
+    args = ap.parse_args()
+    rows = load("tuning", args.limit or None)
+    variants = args.variants.split(",")
+    results = []
+    for model in args.models.split(","):
+        got = asyncio.run(run(model, variants, rows, args))
+        for v in variants:
+            s = summarize(got[v])
+            dec = [r["decode_tokens"] for r in got[v] if "exact" in r]
+            results.append({"model": model, "variant": v, "summary": {**s, "decode_tokens": dist(dec)},
+                            "rows": got[v]})
+    for r in results:
+        if r["variant"] == "diff":
+            r["gate"] = gate_curve(r["rows"])
+            print(f"{r['model']} diff, confidence gate on the tuning rows (threshold: shown %, precision %, exact %):")
+            print("  " + "  ".join(f"{g['threshold']:.1f}: {g['shown']:.0f} / {g['precision']:.0f} / {g['exact']:.1f}"
+                                   for g in r["gate"]))
+    print(f"{'model variant':22} rows exact% chrF  shown% prec% located% decode-tok p50  ms p50")
+    for r in results:
+        s = r["summary"]
+        print(f"{r['model'] + ' ' + r['variant']:22} {s['rows']:4} {100 * s['exact']:5.1f} {s['chrf']:5.1f} "
+              f"{100 * s['shown']:6.1f} {100 * (s['precision'] or 0):5.1f} {100 * (s['located'] or 0):8.1f} "
+              f"{s['decode_tokens']['p50'] or 0:14.0f} {s['warm_ms']['p50'] or 0:7.0f}")
+    meta = {"machine": {**machine(), "commit": git("rev-parse", "HEAD"),
+                        "dirty": bool(git("status", "--porcelain", "--", "server", "benchmarks")),
+                        "threads": args.threads}, "half": "tuning",
+            "limit": args.limit}
+    out_path = Path(args.out or ROOT / "benchmarks" / "results" / "next_prompts.json")
+    out_path.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    print(f"wrote {out_path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
