@@ -18,8 +18,9 @@ Time to prediction: cold and warm, p50/p90 over all rows.
 
 Systems, one run: `sparkls` (this checkout), `baseline` (the server of `--baseline-ref`, a git worktree: today's
 behaviour), and `raw`: the same model prompted directly with the prompt the server renders (sparkls.edit.nextedit
-here, same history, same window), its first code block taken as the window with no post-processing, scored the
-same way: the model's own ceiling on this prompt, so what the pipeline loses is a number.
+here, same history, a fresh frame per row), its answer parsed as the server parses it but with no confidence gate
+and no limit on the lines it changes, scored the same way: the model's own ceiling on this prompt, so what the
+pipeline loses is a number.
 
 Usage: python benchmarks/next_eval.py [--models 0.5b,1.5b] [--systems sparkls,baseline,raw] [--baseline-ref REF]
        [--half reported|tuning] [--limit N] [--threads 1] [--out FILE]

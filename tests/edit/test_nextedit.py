@@ -120,8 +120,9 @@ def test_confidence_is_the_lowest_probability_on_the_changed_lines():
     assert got is not None and got.confidence == pytest.approx(0.4)
 
 
-def test_generation_stops_once_the_model_goes_back_to_context():
-    assert not nextedit.finished("-    y = 2\n+    y = a\n")
-    assert not nextedit.finished("-    y = 2\n+    y = a\n     ret")  # the line is not complete
-    assert nextedit.finished("-    y = 2\n+    y = a\n     return x\n")
-    assert nextedit.finished("-    y = 2\n+    y = a\n@@ -9 +9 @@\n")
+def test_generation_stops_at_the_first_character_of_a_line_that_is_not_part_of_the_change():
+    assert not nextedit.finished("-    y = 2\n-    return x\n+    y = a\n+")
+    assert nextedit.finished("-    y = 2\n+    y = a\n ")  # context begins
+    assert nextedit.finished("-    y = 2\n+    y = a\n-")  # a second change block: the first one is the answer
+    assert nextedit.finished("-    y = 2\n+    y = a\n@")  # another hunk
+    assert nextedit.finished("-    y = 2\n\n")  # an empty line is not a diff line

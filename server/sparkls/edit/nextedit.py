@@ -195,12 +195,20 @@ class Answer:
 
 
 def finished(answer: str) -> bool:
-    """The model wrote its change and went back to context, or began another hunk: stop generating."""
-    changed = False
-    for x in answer.split("\n")[:-1]:
-        if x.startswith(("-", "+")) and not x.startswith(("---", "+++")):
-            changed = True
-        elif changed or not x.startswith(" "):
+    """The model has written its change and begun a line that is not part of it (context, another hunk): stop
+    generating (the first character decides; `parse` reads the change the same way)."""
+    removing = adding = False
+    lines = answer.split("\n")
+    for i, x in enumerate(lines):
+        if not x:
+            if i < len(lines) - 1:
+                return True  # an empty line is not a diff line: the model is done
+            continue  # the next line has not begun
+        if x.startswith("+") and not x.startswith("+++"):
+            adding = True
+        elif x.startswith("-") and not adding and not x.startswith("---"):
+            removing = True
+        elif removing or adding or not x.startswith(" "):
             return True
     return False
 
