@@ -85,8 +85,7 @@ async def generate(engine: Any, prompt: str, max_tokens: int, stop: tuple[str, .
                 await engine.abort(request.id)  # then its stats come
         elif isinstance(ev, Finished):
             stats = ev.stats
-    if cur:
-        LINE_LPS.append((cur, lo, tot))
+    LINE_LPS.append((cur, lo, tot))  # the line the answer ended in (perhaps empty: the end's probability)
     return out, stats
 
 

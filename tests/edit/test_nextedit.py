@@ -113,11 +113,14 @@ def test_an_answer_that_changes_nothing_or_misquotes_the_file_is_no_prediction(a
     assert nextedit.parse(p, answer) is None
 
 
-def test_confidence_is_the_lowest_probability_on_the_changed_lines():
+def test_confidence_is_the_lowest_probability_on_the_added_lines_or_of_a_deletions_end():
     doc = Document.open("file:///w/m.py", "python", 1, LINES)
     p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
-    got = nextedit.parse(p, "-    y = 2\n+    y = a\n     return x\n", [0.0, math.log(0.4), math.log(0.9)])
-    assert got is not None and got.confidence == pytest.approx(0.4)
+    got = nextedit.parse(p, "-    y = 2\n+    y = a\n+    z = a\n     return x\n",
+                         [0.0, math.log(0.9), math.log(0.4), math.log(0.2)])
+    assert got is not None and got.confidence == pytest.approx(0.4)  # the line after the change is not counted
+    got = nextedit.parse(p, "-    y = 2\n     return x\n", [0.0, math.log(0.3)])
+    assert got is not None and got.added == [] and got.confidence == pytest.approx(0.3)
 
 
 def test_generation_stops_at_the_first_character_of_a_line_that_is_not_part_of_the_change():

@@ -10,7 +10,7 @@ at the cursor with the two lines above it as context and the cursor's line as re
 changes: more `-` lines, then the `+` lines that replace them (the cursor's line again first when it only inserts
 below it); it stops when it goes back to context. The frame stays while the user edits near it, so consecutive
 predictions are one prompt that grows by appending each new edit: the engine reuses the KV of all the rest. The
-lowest token probability on the changed lines is the prediction's confidence (the `nextEditMinConfidence` gate).
+lowest token probability on the added lines is the prediction's confidence (the `nextEditMinConfidence` gate).
 Measured against a whole-window rewrite with the edits described in words (the prompt before), a chat prompt with
 diffs, and this diff without the cursor's line removed (`benchmarks/next_prompts.py`, `next_eval.py`). Secrets
 never reach the model: the excerpt and the diff are redacted, the lines the hunk may remove masked with numbered
@@ -83,7 +83,9 @@ PRIOR_HUNKS = 3  # edits already in the document when a frame begins, shown as i
 MAX_HUNKS = 12  # a frame's diff shows at most this many; one more starts a new frame
 MAX_DIFF_CHARS = 3000
 CONTEXT_LINES = 2  # unchanged lines above the cursor in the hunk the model continues
-STOPS = ("<|file_sep|>", "<|endoftext|>", "<|im_end|>", "<|fim_", "\n@@")
+# No stop strings beyond the end of text: the first character of the line after the change ends the request
+# (`finished`), so its probability, the decision to stop, is seen.
+STOPS = ("<|endoftext|>",)
 
 
 @dataclass(frozen=True)
@@ -191,7 +193,8 @@ class Answer:
     first: int
     last: int
     added: list[str]
-    confidence: float  # the lowest probability of a changed line's tokens (1.0 when the engine gave none)
+    confidence: float  # the lowest token probability on the added lines, or for a deletion on the token after it
+    # (1.0 when the engine gave none)
 
 
 def finished(answer: str) -> bool:
@@ -232,8 +235,10 @@ def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) 
             added.append(x[1:])
             low = min(low, lp)
         else:
-            if added or removed:
-                low = min(low, lp)  # the decision to stop changing
+            # A deletion is decided by the first token after its lines. After `+` lines, the chosen token's
+            # probability says little: many tokens end a change (`@@`, context, another file), so it is not counted.
+            if not added:
+                low = min(low, lp)
             break
     # Lines removed and written again unchanged stay (the cursor's line, when the model inserts below or above it).
     while removed and added and added[0] == p.lines[at]:

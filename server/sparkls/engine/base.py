@@ -65,8 +65,9 @@ class GenerationRequest:
 @dataclass(frozen=True)
 class Delta:
     text: str
-    # The sum of the log-probabilities the model gave the tokens of `text` (asked with `logprobs`; None where
-    # the engine does not report them). A stop string cut short leaves its tokens' share in the last Delta.
+    # The sum of the log-probabilities the model gave the tokens of `text` (asked with `logprobs`; None where the
+    # engine does not report them). The tokens of a stop string and the end of generation come as a Delta with
+    # empty text and their share.
     logprob: float | None = None
 
 

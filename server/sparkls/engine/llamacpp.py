@@ -440,6 +440,8 @@ class LlamaCppEngine:
             if job.logprobs:
                 job.logprob += job.logprobs.popleft()
             if self._is_eog(vocab, tok):  # end of generation (EOS, EOT, ...)
+                if job.req.logprobs:  # the decision to end has a probability too
+                    job.emit(Delta("", job.logprob))
                 return "stop"
             tokens.append(tok)  # a pause resumes from here
             data = self._llm.detokenize([tok], special=True)
@@ -467,8 +469,8 @@ class LlamaCppEngine:
         if cut is None:
             job.emit(Delta(piece, lp))
             return False
-        if keep := job.text[start:cut]:  # empty when the stop string began in earlier text
-            job.emit(Delta(keep, lp))
+        if (keep := job.text[start:cut]) or lp is not None:  # empty when the stop string began in earlier text
+            job.emit(Delta(keep, lp))  # (then only its log-probability: the stop string's tokens have one too)
         return True
 
     def _must_stop(self, job: _Job, started: float) -> bool:
