@@ -249,13 +249,7 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
                     if nextedit.finished(answer):
                         break
             ms = (time.perf_counter() - t0) * 1000
-            got = nextedit.parse(p, answer)
-            ws = nextedit.line_start(text, p.context)
-            we = nextedit.line_start(text, max(p.line + 1, got.last if got else 0))
-            window_after = text[ws:we]
-            if got is not None:
-                a, b = nextedit.line_start(text, got.first), nextedit.line_start(text, got.last)
-                window_after = text[ws:a] + "".join(got.added) + text[b:we]
+            ws, we, window_after = nextedit.applied(text, p, nextedit.parse(p, answer))
             edits = diff.region_edits(text, ws, we, window_after) if window_after != text[ws:we] else []
             out.append({"id": row["id"], "lang": row["lang"],
                         **score(text, row, ws, we, window_after, edits), "cold_ms": ms, "warm_ms": ms})

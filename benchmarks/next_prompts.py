@@ -138,12 +138,7 @@ async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.Histo
             lps = lps[skip:]
             p = nextedit.DiffPrompt(p.text, p.line + skip, p.context, p.frame, p.lines, p.secrets, p.removed)
     got = nextedit.parse(p, answer, [lo for lo, _ in lps])
-    ws = nextedit.line_start(text, p.context)
-    we = nextedit.line_start(text, max(p.line + 1, got.last if got else 0))
-    after = text[ws:we]
-    if got is not None:
-        a, b = nextedit.line_start(text, got.first), nextedit.line_start(text, got.last)
-        after = text[ws:a] + "".join(got.added) + text[b:we]
+    ws, we, after = nextedit.applied(text, p, got)
     edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
     return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats, "line_lps": lps,
             "confidence": got.confidence if got else None,
@@ -210,6 +205,7 @@ def main() -> int:
     args = ap.parse_args()
     rows = load("tuning", args.limit or None)
     variants = args.variants.split(",")
+    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
     results = []
     for model in args.models.split(","):
         got = asyncio.run(run(model, variants, rows, args))
@@ -230,8 +226,7 @@ def main() -> int:
         print(f"{r['model'] + ' ' + r['variant']:22} {s['rows']:4} {100 * s['exact']:5.1f} {s['chrf']:5.1f} "
               f"{100 * s['shown']:6.1f} {100 * (s['precision'] or 0):5.1f} {100 * (s['located'] or 0):8.1f} "
               f"{s['decode_tokens']['p50'] or 0:14.0f} {s['warm_ms']['p50'] or 0:7.0f}")
-    meta = {"machine": {**machine(), "commit": git("rev-parse", "HEAD"),
-                        "dirty": bool(git("status", "--porcelain", "--", "server", "benchmarks")),
+    meta = {"machine": {**machine(), "commit": commit, "dirty": dirty,
                         "threads": args.threads}, "half": "tuning",
             "limit": args.limit}
     out_path = Path(args.out or ROOT / "benchmarks" / "results" / "next_prompts.json")

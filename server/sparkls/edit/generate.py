@@ -135,16 +135,9 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
         p.text, max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1), stop=nextedit.STOPS,
         priority=priority, id=rid, logprobs=True), p.removed)
     got = nextedit.parse(p, answer, line_lps)
-    s = nextedit.line_start(doc.text, p.context)
-    e = nextedit.line_start(doc.text, max(p.line + 1, got.last if got else 0))
+    s, e, text = nextedit.applied(doc.text, p, got)
     original = doc.text[s:e]
-    text = original
     if got is not None:
-        a = nextedit.line_start(doc.text, got.first) - s
-        b = nextedit.line_start(doc.text, got.last) - s
-        text = original[:a] + "".join(got.added) + original[b:]
-        if not doc.text.endswith("\n") and e == len(doc.text) and b == len(original) and text.endswith("\n"):
-            text = text[:-1]  # the last line had no terminator: it still has none
         why = ""
         if got.last - got.first + len(got.added) > settings.next_edit_max_lines:
             why = f"changes {got.last - got.first + len(got.added)} lines (> nextEditMaxLines)"

@@ -216,6 +216,20 @@ def finished(answer: str) -> bool:
     return False
 
 
+def applied(text: str, p: DiffPrompt, got: Answer | None) -> tuple[int, int, str]:
+    """The prediction's region of `text` (the hunk's context lines to the last line it removes, at least the
+    cursor's line) and that region with the answer applied (as it is when `got` is None)."""
+    s = line_start(text, p.context)
+    e = line_start(text, max(p.line + 1, got.last if got else 0))
+    if got is None:
+        return s, e, text[s:e]
+    a, b = line_start(text, got.first), line_start(text, got.last)
+    new = text[s:a] + "".join(got.added) + text[b:e]
+    if not text.endswith("\n") and b == e == len(text) and new.endswith("\n"):
+        new = new[:-1]  # the last line had no terminator: it still has none
+    return s, e, new
+
+
 def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) -> Answer | None:
     """The model's change after the prompt's hunk header (`answer` begins with the cursor's `-` line the prompt
     ends with): None when it changes nothing, removes a line that is not the document's, or writes a placeholder
