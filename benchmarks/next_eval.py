@@ -310,7 +310,8 @@ def main() -> int:
     rows = load(args.half, args.limit or None)
     t0 = time.perf_counter()
     results = []
-    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     with tempfile.TemporaryDirectory() as tmp:
         env = baseline_env(args.baseline_ref, Path(tmp) / "baseline") if "baseline" in systems else None
         try:

@@ -205,7 +205,8 @@ def main() -> int:
     args = ap.parse_args()
     rows = load("tuning", args.limit or None)
     variants = args.variants.split(",")
-    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     results = []
     for model in args.models.split(","):
         got = asyncio.run(run(model, variants, rows, args))

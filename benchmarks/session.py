@@ -492,7 +492,8 @@ def main() -> int:
     if not MAIN_FILE.exists():
         raise SystemExit(f"{MAIN_FILE} is missing: the replay reads ../shared/workspaces/rich")
     results = []
-    commit, dirty = git("rev-parse", "HEAD"), bool(git("status", "--porcelain", "--", "server", "benchmarks"))
+    commit = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     with tempfile.TemporaryDirectory() as tmp:
         envs: dict[str, dict[str, str] | None] = {name: None for name in CONFIGS if name != "baseline"}
         if "baseline" in args.configs.split(","):
