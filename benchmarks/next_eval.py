@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gzip
 import hashlib
 import json
@@ -243,11 +244,13 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
                                 max_lines=settings.next_edit_max_lines)
             t0 = time.perf_counter()
             answer = p.removed
-            async for ev in engine.stream(GenerationRequest(p.text, max_tokens=160, stop=nextedit.STOPS)):
-                if isinstance(ev, Delta):
-                    answer += ev.text
-                    if nextedit.finished(answer):
-                        break
+            async with contextlib.aclosing(engine.stream(GenerationRequest(p.text, max_tokens=160,
+                                                                           stop=nextedit.STOPS))) as stream:
+                async for ev in stream:  # leaving it closes the stream, which aborts the request
+                    if isinstance(ev, Delta):
+                        answer += ev.text
+                        if nextedit.finished(answer):
+                            break
             ms = (time.perf_counter() - t0) * 1000
             ws, we, window_after = nextedit.applied(text, p, nextedit.parse(p, answer))
             edits = diff.region_edits(text, ws, we, window_after) if window_after != text[ws:we] else []
