@@ -90,3 +90,19 @@ def test_a_prediction_the_model_is_unsure_of_is_held_back_by_the_confidence_gate
     settings = Settings.model_validate({"nextEditMinConfidence": min_confidence})
     result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, settings))
     assert [e.text for e in result.edits] == (["_v2"] if offered else [])
+
+
+def test_decoding_stops_as_soon_as_an_added_token_falls_under_the_gate():
+    import asyncio
+    import math
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = "a = compute_v2(1)\nb = compute(2)\n"
+    doc = Document.open("file:///t.py", "python", 2, text)
+    engine = FakeEngine("+b = compute_v2(2)\n" * 20, token_logprob=math.log(0.3))  # a long, unsure answer
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, Settings()))
+    assert result.edits == [] and result.stats.finish_reason == "abort"
+    assert result.stats.decode_tokens <= 2  # aborted on the first unsure token, not after 20 lines

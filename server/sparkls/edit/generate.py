@@ -9,6 +9,7 @@ engine's stream does it on CancelledError/GeneratorExit); the closing fence abor
 from __future__ import annotations
 
 import logging
+import math
 import re
 import time
 from collections.abc import AsyncIterator
@@ -133,7 +134,7 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
                         settings.next_edit_lines_after, frame, settings.next_edit_max_lines)
     answer, stats, line_lps = await _continue_diff(engine, GenerationRequest(
         p.text, max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1), stop=nextedit.STOPS,
-        priority=priority, id=rid, logprobs=True), p.removed)
+        priority=priority, id=rid, logprobs=True), p.removed, settings.next_edit_min_confidence)
     got = nextedit.parse(p, answer, line_lps)
     s, e, text = nextedit.applied(doc.text, p, got)
     original = doc.text[s:e]
@@ -153,12 +154,14 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
             p.frame)
 
 
-async def _continue_diff(engine: Engine, request: GenerationRequest, forced: str
+async def _continue_diff(engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
                          ) -> tuple[str, GenerationStats, list[float]]:
-    """The model's continuation of a next-edit diff until it goes back to context (then the request is aborted):
-    the answer with the prompt's `forced` last line before it, the stats, and per answer line the lowest token
-    log-probability (0.0 for the forced line)."""
+    """The model's continuation of a next-edit diff until it goes back to context, or until a token of an added line
+    falls under `min_confidence` (the gate would refuse the prediction: decoding on is waste); then the request is
+    aborted. Returns the answer with the prompt's `forced` last line before it, the stats, and per answer line the
+    lowest token log-probability (0.0 for the forced line)."""
     answer, stats, lows, low = forced, GenerationStats(), [0.0] * forced.count("\n"), 0.0
+    floor = math.log(min_confidence) if min_confidence > 0 else -math.inf
     done = False
     stream = engine.stream(request)
     try:
@@ -167,14 +170,19 @@ async def _continue_diff(engine: Engine, request: GenerationRequest, forced: str
                 stats = event.stats
                 break
             if isinstance(event, Delta) and not done:
+                head = answer[answer.rfind("\n") + 1 :][:1]  # the current line's first character
+                refused = False
                 for k, piece in enumerate(event.text.split("\n")):
                     if k:
                         lows.append(low)
-                        low = 0.0
+                        low, head = 0.0, piece[:1]
+                    elif not head:
+                        head = piece[:1]
                     if piece or k == 0:
                         low = min(low, event.logprob or 0.0)
+                        refused = refused or (head == "+" and low < floor)
                 answer += event.text
-                if nextedit.finished(answer):
+                if refused or nextedit.finished(answer):
                     done = True
                     await engine.abort(request.id)
     finally:
