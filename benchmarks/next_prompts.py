@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkls.edit import diff, nextedit, rewrite
+from sparkls.edit.generate import continue_diff
 from sparkls.settings import Settings
 from sparkls.text.document import Document
 
@@ -59,33 +60,15 @@ def run_answer(text: str, start: int, end: int, answer: str) -> tuple[str, list[
     return after, diff.region_edits(text, start, end, after) if after != text[start:end] else []
 
 
-LINE_LPS: list[tuple[str, float, float]] = []  # the last generation's lines: (text, min, sum of logprobs)
-
-
-async def generate(engine: Any, prompt: str, max_tokens: int, stop: tuple[str, ...],
-                   until: Any = None) -> tuple[str, Any]:
+async def generate(engine: Any, prompt: str, max_tokens: int, stop: tuple[str, ...]) -> tuple[str, Any]:
     from sparkls.engine.base import Delta, Finished, GenerationRequest
 
     out, stats = "", None
-    LINE_LPS.clear()
-    cur, lo, tot = "", 0.0, 0.0
-    request = GenerationRequest(prompt, max_tokens=max_tokens, stop=stop, logprobs=True)
-    done = False
-    async for ev in engine.stream(request):
-        if isinstance(ev, Delta) and not done:
+    async for ev in engine.stream(GenerationRequest(prompt, max_tokens=max_tokens, stop=stop)):
+        if isinstance(ev, Delta):
             out += ev.text
-            lp = ev.logprob or 0.0
-            cur, lo, tot = cur + ev.text, min(lo, lp), tot + lp
-            while "\n" in cur:
-                line, cur = cur.split("\n", 1)
-                LINE_LPS.append((line, lo, tot))
-                lo, tot = 0.0, 0.0
-            if until is not None and until(out):
-                done = True
-                await engine.abort(request.id)  # then its stats come
         elif isinstance(ev, Finished):
             stats = ev.stats
-    LINE_LPS.append((cur, lo, tot))  # the line the answer ended in (perhaps empty: the end's probability)
     return out, stats
 
 
@@ -123,9 +106,11 @@ async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.Histo
                         s.next_edit_lines_after, max_lines=s.next_edit_max_lines)
     forced = p.removed if force else ""
     prompt = p.text if force else p.text[: len(p.text) - len(p.removed)]
-    answer, stats = await generate(engine, prompt, 160, nextedit.STOPS, lambda out: nextedit.finished(forced + out))
-    lps = [[0.0, 0.0]] * forced.count("\n") + [[lo, tot] for _, lo, tot in LINE_LPS]
-    answer = forced + answer
+    from sparkls.engine.base import GenerationRequest
+
+    # The server's own loop (stops where the server stops; per line the lowest token log-probability), ungated.
+    answer, stats, lps = await continue_diff(engine, GenerationRequest(prompt, max_tokens=160, stop=nextedit.STOPS,
+                                                                       logprobs=True), forced)
     if not force:  # the model's own context lines before its change: skip them, then the change is at its line
         skip = 0
         for x in answer.split("\n"):
@@ -137,7 +122,7 @@ async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.Histo
             answer = "\n".join(answer.split("\n")[skip:])
             lps = lps[skip:]
             p = nextedit.DiffPrompt(p.text, p.line + skip, p.context, p.frame, p.lines, p.secrets, p.removed)
-    got = nextedit.parse(p, answer, [lo for lo, _ in lps])
+    got = nextedit.parse(p, answer, lps)
     ws, we, after = nextedit.applied(text, p, got)
     edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
     return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats, "line_lps": lps,

@@ -132,7 +132,7 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
     rid = new_request_id("next")
     p = nextedit.render(doc, cursor, history, file_name(doc.uri), settings.next_edit_lines_before,
                         settings.next_edit_lines_after, frame, settings.next_edit_max_lines)
-    answer, stats, line_lps = await _continue_diff(engine, GenerationRequest(
+    answer, stats, line_lps = await continue_diff(engine, GenerationRequest(
         p.text, max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1), stop=nextedit.STOPS,
         priority=priority, id=rid, logprobs=True), p.removed, settings.next_edit_min_confidence)
     got = nextedit.parse(p, answer, line_lps)
@@ -154,7 +154,7 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
             p.frame)
 
 
-async def _continue_diff(engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
+async def continue_diff(engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
                          ) -> tuple[str, GenerationStats, list[float]]:
     """The model's continuation of a next-edit diff until it goes back to context, or until a token of an added line
     falls under `min_confidence` (the gate would refuse the prediction: decoding on is waste); then the request is
