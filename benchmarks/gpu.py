@@ -70,7 +70,7 @@ def models(args: argparse.Namespace) -> dict[str, Path]:
     if args.smoke:
         from tests.tiny_model import build
 
-        return {"tiny (random, smoke)": build(args.work / "tiny", hidden=128, layers=2, constant=True)}
+        return {"tiny (random, smoke)": build(args.work / "tiny", hidden=128, layers=2)}
     out = {}
     for name in args.models.split(","):
         dest = args.work / name

@@ -47,3 +47,13 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.tiny_model import build
 
     return build(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+@pytest.fixture(scope="session")
+def tiny_cycle_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model whose text varies: each character's token is followed by the next ASCII character's
+    (tests/tiny_model.py, `output="cycle"`), so tests can compare texts, not lengths."""
+    require("transformers", "needed to build the tiny model")
+    from tests.tiny_model import build
+
+    return build(tmp_path_factory.mktemp("tiny-qwen2-cycle"), output="cycle")

@@ -3,10 +3,16 @@
 The tokenizer is a byte-level BPE trained here on a fixed synthetic corpus, with Qwen2.5-Coder's
 FIM and file tokens as special tokens (appended after the learned vocabulary), so sparkls' Qwen
 FIM prompt renders and tokenizes as it would for the real model. The weights are random (seeded)
-and do all the work of a real forward pass, but with `constant=True` (the default) the final norm's
-weight is zero, so every logit is 0 and greedy decoding always picks token id 0, an ordinary
-character: the model writes the same character until `max_tokens` and never stops on its own.
-That makes lengths deterministic and gives abort and priority tests long generations.
+and do all the work of a real forward pass; `output` picks what greedy decoding writes:
+- "constant" (the default): the final norm's weight is zero, so every logit is 0 and greedy decoding always
+  picks token id 0, an ordinary character: the same character until `max_tokens`, never a stop. Lengths are
+  deterministic, abort and priority tests get long generations, and a constrained first token (healing) is
+  the lowest allowed id.
+- "cycle": the next token is a function of the last one: each printable ASCII character's token is followed
+  by the next one's (`~` by `!`), every other token by `!`; all other logits are 0. The text varies along the
+  generation, so a lost or repeated token shows in it (resume and speculation tests compare text), and it
+  never stops on its own either. The attention and MLP outputs are zeroed (their work is still done), and the
+  embeddings are one-hot, so the last token alone decides.
 
 Used by the vLLM tests and `benchmarks/engine_bench.py`: `build(dest)` writes a checkpoint dir
 that vLLM (or transformers) loads, and returns its path. Sizes are parameters so the benchmark can
@@ -33,11 +39,39 @@ def _corpus() -> list[str]:
     return lines
 
 
+def cycle_ids(tok) -> list[int]:
+    """The "cycle" model's tokens in the order it writes them: one per printable ASCII character, `!` first."""
+    return [tok.convert_tokens_to_ids(c) for c in (chr(i) for i in range(33, 127))]  # byte-level: "!".."~" are themselves
+
+
+def _cycle(model, ids: list[int], hidden: int) -> None:
+    """Weights for `output="cycle"`: the residual stream is the token's one-hot embedding (dimension k for the
+    k-th cycle token, dimension n for every other token), and the output head maps dimension k to token k + 1."""
+    import torch
+
+    n = len(ids)
+    assert hidden > n, f"the cycle needs hidden > {n}"
+    for layer in model.model.layers:
+        layer.self_attn.o_proj.weight.zero_()
+        layer.mlp.down_proj.weight.zero_()
+    emb = model.model.embed_tokens.weight
+    emb.zero_()
+    emb[:, n] = 1.0
+    head = model.lm_head.weight
+    head.zero_()
+    for k, t in enumerate(ids):
+        emb[t, n] = 0.0
+        emb[t, k] = 1.0
+        head[ids[(k + 1) % n], k] = 10.0
+    head[ids[0], n] = 10.0
+    model.model.norm.weight.copy_(torch.ones(hidden))
+
+
 def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_heads: int = 2,
           intermediate: int = 256, vocab: int = 2048, max_positions: int = 8192, seed: int = 0,
-          constant: bool = True) -> Path:
+          output: str = "constant") -> Path:
     """Write the model to `dest` (skipped when a complete one with the same shape is already there)."""
-    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads, "constant": constant,
+    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads, "output": output,
              "intermediate": intermediate, "vocab": vocab, "max_positions": max_positions, "seed": seed}
     stamp = dest / "sparkls-tiny.json"
     if stamp.is_file() and json.loads(stamp.read_text()) == shape:
@@ -63,11 +97,17 @@ def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_hea
         num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
         tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos, torch_dtype="float32",
         rope_theta=10000.0, use_sliding_window=False)
+    if output == "cycle":
+        config.tie_word_embeddings = False
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
-    if constant:
-        with torch.no_grad():
+    with torch.no_grad():
+        if output == "constant":
             model.model.norm.weight.zero_()  # all logits 0: greedy decoding always picks token id 0
+        elif output == "cycle":
+            _cycle(model, cycle_ids(fast), hidden)
+        else:
+            raise ValueError(f"unknown output {output!r}")
     model.save_pretrained(dest, safe_serialization=True)
     stamp.write_text(json.dumps(shape))
     return dest

@@ -46,6 +46,18 @@ async def engine(tiny_model):
     await eng.close()
 
 
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def cycling(tiny_cycle_model):
+    """An engine on the model whose text is the ASCII cycle `!"#$%...~!"...` (tests/tiny_model.py)."""
+    eng = make_engine(tiny_cycle_model)
+    await eng.ready()
+    yield eng
+    await eng.close()
+
+
+CYCLE = "".join(chr(i) for i in range(33, 127))
+
+
 @vllm_test
 async def test_vllm_streams_deltas_and_ends_with_one_finished(engine):
     health = await engine.health()
@@ -129,12 +141,14 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
 
 
 @vllm_test
-async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_model, engine):
-    # The tiny model writes "!" forever, so a prompt full of "!" lets prompt lookup draft every token.
-    rewrite = GenerationRequest("<|fim_prefix|>x = '" + "!" * 200 + "'\n<|fim_suffix|><|fim_middle|>",
+async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_cycle_model, cycling):
+    # The cycle model writes `!"#$%...~` over and over; a prompt that holds that text lets prompt lookup draft
+    # the tokens the model will write (where the tokenizer split the prompt's text as the model writes it).
+    rewrite = GenerationRequest("<|fim_prefix|>x = '" + CYCLE * 3 + "'\n<|fim_suffix|><|fim_middle|>",
                                 max_tokens=120)
-    plain, _, _ = await collect(engine, rewrite)
-    spec = make_engine(tiny_model, speculation="ngram", speculative_tokens=4)
+    plain, _, _ = await collect(cycling, rewrite)
+    assert plain == (CYCLE * 2)[:120]  # the text varies, so equal texts below mean equal tokens
+    spec = make_engine(tiny_cycle_model, speculation="ngram", speculative_tokens=4)
     try:
         await spec.ready()
         assert "speculation=ngram" in (await spec.health()).detail
@@ -202,24 +216,25 @@ async def test_background_work_leaves_a_sequence_slot_free_for_interactive_reque
 
 
 @vllm_test
-async def test_a_more_urgent_request_pauses_background_generation_which_resumes_with_the_same_text(engine):
+async def test_a_more_urgent_request_pauses_background_generation_which_resumes_with_the_same_text(cycling):
     # While the keystroke's request is in flight, the background generations are out of vLLM (no delta
     # arrives for them); afterwards each resumes from its tokens, with prefix-cache hits, and ends with
     # the text it gets when nothing interrupts it.
-    def bg(i: int) -> GenerationRequest:
-        return GenerationRequest(prompt(f"pause {i} {uuid.uuid4().hex}"), max_tokens=150,
+    def bg(i: int) -> GenerationRequest:  # each starts at another place of the model's cycle
+        return GenerationRequest(prompt(f"pause {i} {uuid.uuid4().hex}") + CYCLE[20 * i], max_tokens=150,
                                  priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
 
     requests = [bg(i) for i in range(3)]
-    alone = [(await collect(engine, GenerationRequest(r.prompt, max_tokens=150)))[0] for r in requests]
-    hits_before = engine.counters["prefix_cache_hits"]
-    pauses_before = engine.counters["pauses"]
+    alone = [(await collect(cycling, GenerationRequest(r.prompt, max_tokens=150)))[0] for r in requests]
+    assert alone == [(CYCLE * 3)[20 * i + 1 : 20 * i + 151] for i in range(3)]
+    hits_before = cycling.counters["prefix_cache_hits"]
+    pauses_before = cycling.counters["pauses"]
     arrivals: dict[str, list[float]] = {r.id: [] for r in requests}
     texts = dict.fromkeys(arrivals, "")
     finals = {}
 
     async def background(req: GenerationRequest) -> None:
-        async for ev in engine.stream(req):
+        async for ev in cycling.stream(req):
             if isinstance(ev, Delta):
                 arrivals[req.id].append(time.perf_counter())
                 texts[req.id] += ev.text
@@ -229,7 +244,7 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
     tasks = [asyncio.create_task(background(r)) for r in requests]
     await until(lambda: min(len(a) for a in arrivals.values()) >= 10)
     t_start = time.perf_counter()
-    _, ia, _ = await collect(engine, GenerationRequest(prompt("keystroke"), max_tokens=40))
+    _, ia, _ = await collect(cycling, GenerationRequest(prompt("keystroke"), max_tokens=40))
     t_end = time.perf_counter()
     await asyncio.gather(*tasks)
 
@@ -240,8 +255,8 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
         assert finals[r.id].finish_reason == "length"
         during = [t for t in arrivals[r.id] if t_start + 0.05 < t < t_end]
         assert not during, f"{len(during)} background deltas while the keystroke ran"
-    assert engine.counters["pauses"] - pauses_before >= 3
-    assert engine.counters["prefix_cache_hits"] > hits_before  # the resumed prompts came from the cache
+    assert cycling.counters["pauses"] - pauses_before >= 3
+    assert cycling.counters["prefix_cache_hits"] > hits_before  # the resumed prompts came from the cache
 
 
 @vllm_test
