@@ -41,7 +41,7 @@ def _corpus() -> list[str]:
 
 def cycle_ids(tok) -> list[int]:
     """The "cycle" model's tokens in the order it writes them: one per printable ASCII character, `!` first."""
-    return [tok.convert_tokens_to_ids(c) for c in (chr(i) for i in range(33, 127))]  # byte-level: "!".."~" are themselves
+    return [tok.convert_tokens_to_ids(chr(i)) for i in range(33, 127)]  # byte-level: "!".."~" are themselves
 
 
 def _cycle(model, ids: list[int], hidden: int) -> None:

@@ -25,6 +25,7 @@ stop) and left behind, and a new one is built beside it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import time
@@ -88,6 +89,7 @@ class SupervisedEngine:
         self._engine = build(self.recorder)
         self.name = self._engine.name
         self.restarts = 0
+        self.waits: collections.deque[float] = collections.deque(maxlen=16)  # the last rebuilds' backoffs, s
         self._failures = 0  # consecutive failed requests of the current engine
         self._attempt = 0  # rebuilds since a request was last served
         self._down: str | None = None  # why the engine is down, while it is
@@ -286,6 +288,7 @@ class SupervisedEngine:
         while not self._closed:
             delay = min(self.options.backoff_s * 2 ** self._attempt, self.options.max_backoff_s)
             self._attempt += 1
+            self.waits.append(delay)
             self._retry_at = time.monotonic() + delay
             log.warning("%s engine down (%s): restart %d in %.1f s", self.name, self._down, self._attempt, delay)
             await asyncio.sleep(delay)
