@@ -10,11 +10,12 @@ model and threads), never concurrently:
 - anchored: the new defaults; the suffix goes before the typed text, so a keystroke appends a token or two;
 - prefix: the previous layout (`promptLayout: prefix`, `suffixTokens: 24`): the typed text ends the
   prefix, so each keystroke re-computes the suffix after it;
-- peer: what llm-ls-style servers do, a window centred on the cursor, no KV reuse, no typed-ahead
-  cache, but superseded requests are cancelled (by the server, and by the client as above);
-- naive (only with --naive; slow): peer without any cancellation; it types only the first
-  --naive-keystrokes characters of each line, because its queue grows without bound;
-- baseline (with --baseline-ref REF): the anchored configuration on the server of commit REF (a git worktree).
+- baseline (with --baseline-ref REF): the anchored configuration on the server of commit REF (a git worktree);
+- llm-ls-like and llama.vim-like: the peer designs of benchmarks/peers.py at their best (KV prefix reuse and
+  `--cache-reuse 256` chunk shifts, a keystroke aborting the request it supersedes), their prompts built here and
+  sent to a LlamaCppEngine in this process with sparkls's default engine options and the same model and threads.
+  Neither streams: a suggestion is shown when its answer is complete. llama.vim's cache answers a keystroke that
+  types the start of the suggestion shown (counted as typed-ahead). Their time to suggestion has no LSP hop.
 TTFT and time to suggestion are taken over every request: one cancelled or aborted before its answer counts at
 its time to that end, a lower bound; a percentile that such a value can move is printed as ">= x", with the
 number censored.
@@ -26,7 +27,8 @@ was shown comes from the responses, matched to the server's suggestions by docum
 
 Prints a table (one column per configuration, sample sizes beside the figures) and the ratios between
 configurations, and writes JSON with the CPU, date and command (and a PNG plot when matplotlib is installed).
-Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,peer] [--naive] [--threads 0] [--model M]
+Usage: python benchmarks/latency.py [--files 8] [--configs anchored,prefix,llm-ls-like,llama.vim-like] [--threads 0]
+       [--model M]
        [--baseline-ref REF]
        [--vllm-model DIR [--vllm-block-sizes 32,64,128]]  (adds `vllm-bN`: the model on vLLM, KV block size N)
 """
@@ -46,14 +48,21 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from sparkls.completion import context
+from sparkls.completion.prompt import TEMPLATES
+from sparkls.engine.base import Delta, GenerationRequest
+from sparkls.engine.options import LlamaCppOptions
 from sparkls.text.document import Document
 from sparkls.tools.client import Client
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import peers
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -66,20 +75,19 @@ class Config:
     name: str
     options: dict[str, Any]  # initializationOptions on top of the engine's
     cancel: bool  # the client sends $/cancelRequest for the previous pending request on each keystroke
-    keystrokes: int | None = None  # type only this many characters of each line (None: all)
 
 
-def configs(naive_keystrokes: int, vllm_model: str = "", block_sizes: tuple[int, ...] = ()) -> dict[str, Config]:
+PEERS = ("llm-ls-like", "llama.vim-like")  # harness layouts (benchmarks/peers.py), not server configurations
+
+
+def configs(vllm_model: str = "", block_sizes: tuple[int, ...] = ()) -> dict[str, Config]:
     vllm = {"engine": "vllm", "modelPath": vllm_model}  # the same model converted (`sparkls convert-model`)
     return {c.name: c for c in (
         Config("anchored", {"promptLayout": "anchored"}, cancel=True),
         *(Config(f"vllm-b{b}", {"promptLayout": "anchored", "vllmBlockSize": b, **vllm}, cancel=True)
           for b in (block_sizes if vllm_model else ())),
         Config("prefix", {"promptLayout": "prefix", "suffixTokens": 24}, cancel=True),
-        Config("peer", {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": True},
-               cancel=True),
-        Config("naive", {"promptLayout": "centered", "kvCache": False, "typeahead": False, "supersede": False},
-               cancel=False, keystrokes=naive_keystrokes),
+        *(Config(name, {"cacheReuse": peers.CACHE_REUSE}, cancel=True) for name in PEERS),
     )}
 
 
@@ -239,7 +247,7 @@ async def type_file(client: Client, run: Run, k: int, t: Target, char_ms: float,
     run.cold_ms.append((time.perf_counter() - t0) * 1000)
     await collect(client, run)
     run.cold_ids.update(rid for rid, s in run.suggestions.items() if s["uri"] == uri and s["version"] == 1)
-    typed = t.typed[: run.config.keystrokes] if run.config.keystrokes else t.typed
+    typed = t.typed
     pending: dict[int, asyncio.Future[Any]] = {}  # by message id (pygls' own ids are strings)
     for ch, delay in zip(typed, schedule(typed, char_ms, word_pause_ms), strict=True):
         await asyncio.sleep(delay / 1000)
@@ -286,6 +294,118 @@ async def replay(config: Config, base: dict[str, Any], targets: list[Target], ch
     return run
 
 
+class PeerTyping:
+    """The typing replay against a peer design: the same files, cursors, keystrokes and schedule as `type_file`,
+    its prompts built by benchmarks/peers.py and sent to `engine` (in this process). A keystroke aborts the
+    request in flight (the peer's client cancels it, the server stops its slot) and sends its own."""
+
+    def __init__(self, name: str, engine: Any, count_tokens: Callable[[str], int], run: Run) -> None:
+        self.name, self.engine, self.run = name, engine, run
+        self.llm_ls = peers.LlmLs(count_tokens)
+        self.vim = peers.LlamaVim(count_tokens)
+        self.shown = ""  # llama.vim: the suggestion on screen
+        self.n = 0
+
+    async def _answer(self, text: str, cursor: int) -> tuple[str, str]:
+        """The peer's answer at `cursor` and its engine request id."""
+        self.n += 1
+        rid = f"{self.name}-{self.n}"
+        if self.name == "llama.vim-like":
+            line = text[text.rfind("\n", 0, cursor) + 1 : cursor]
+            answer, _ = await peers.llama_vim_answer(self.engine, rid, self.vim.prompt(text, cursor),
+                                                     len(line) - len(line.lstrip()))
+            return answer, rid
+        if not self.llm_ls.single_line(text, cursor):
+            return "", rid  # llm-ls offers nothing with code after the cursor
+        req = GenerationRequest(self.llm_ls.prompt(text, cursor), max_tokens=peers.LLM_LS_MAX_NEW_TOKENS,
+                                stop=("\n", *TEMPLATES["qwen"].stops), id=rid)
+        out = ""
+        async for ev in self.engine.stream(req):
+            if isinstance(ev, Delta):
+                out += ev.text
+        return out, rid
+
+    def _collect(self) -> None:
+        self.run.engine.update((rid, asdict(st) | {"requestId": rid}) for rid, st in self.engine.completed)
+
+    async def type_file(self, k: int, t: Target, char_ms: float, word_pause_ms: float) -> None:
+        uri = f"file:///bench/{k}/{t.path.name}"
+        text, version, cursor = t.text, 1, t.cursor
+        file = t.path.name
+        self.vim.enter(file, text, text.count("\n", 0, cursor))
+        while self.vim.update():  # the ring's queued chunks, moved in while the user was elsewhere
+            pass
+        self.vim.moved(file, text, text.count("\n", 0, cursor))
+        self.shown = ""
+        t0 = time.perf_counter()
+        _, rid = await self._answer(text, cursor)
+        self.run.cold_ms.append((time.perf_counter() - t0) * 1000)
+        self.run.cold_ids.add(rid)
+        typed = t.typed
+        inflight: tuple[asyncio.Task[None], Keystroke, float] | None = None
+        tasks: list[asyncio.Task[None]] = []
+        for ch, delay in zip(typed, schedule(typed, char_ms, word_pause_ms), strict=True):
+            await asyncio.sleep(delay / 1000)
+            version += 1
+            text, cursor = text[:cursor] + ch + text[cursor:], cursor + 1
+            if inflight is not None and not inflight[0].done():  # superseded: its request is aborted
+                task, old, sent_at = inflight
+                task.cancel()
+                old.outcome, old.censored_ms = "cancelled", (time.perf_counter() - sent_at) * 1000
+            ks = Keystroke(uri, version)
+            self.run.keystrokes.append(ks)
+            sent_at = time.perf_counter()
+            if self.name == "llama.vim-like" and self.shown[:1] == ch and len(self.shown) > 1:
+                self.shown = self.shown[1:]  # typed as shown: the rest, from the client's cache
+                ks.outcome, ks.shown, ks.latency_ms = "completed", True, (time.perf_counter() - sent_at) * 1000
+                self.run.suggestions[f"cache-{uri}-{version}"] = {"uri": uri, "version": version,
+                                                                  "source": "typeahead"}
+                continue
+            self.shown = ""
+            self.vim.moved(file, text, text.count("\n", 0, cursor))
+            inflight = (asyncio.ensure_future(self._keystroke(ks, uri, version, text, cursor, sent_at)), ks, sent_at)
+            tasks.append(inflight[0])
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._collect()
+
+    async def _keystroke(self, ks: Keystroke, uri: str, version: int, text: str, cursor: int, sent_at: float) -> None:
+        answer, rid = await self._answer(text, cursor)
+        ks.outcome, ks.shown = "completed", bool(answer.strip())
+        ks.latency_ms = (time.perf_counter() - sent_at) * 1000
+        self.shown = answer
+        self.run.suggestions[rid] = {"uri": uri, "version": version, "source": "model"}
+
+
+async def replay_peer(config: Config, model: str, threads: int, targets: list[Target], char_ms: float,
+                      word_pause_ms: float) -> Run:
+    """`replay` for a peer design (`PEERS`): sparkls's default llama.cpp options with the peer's `--cache-reuse`."""
+    from llama_cpp import Llama
+    from sparkls.engine.llamacpp import LlamaCppEngine
+    from sparkls.engine.model_files import resolve_model_path
+    from sparkls.settings import Settings
+
+    path = str(resolve_model_path("", model))
+    options = Settings.model_validate({"model": model, "threads": threads}).engine_options()
+    assert isinstance(options, LlamaCppOptions)
+    options = replace(options, model_path=path, cache_reuse=config.options["cacheReuse"])
+    vocab = Llama(model_path=path, vocab_only=True, verbose=False)
+    run = Run(config, asdict(options), model=Path(path).name)
+    engine = LlamaCppEngine(options)
+    try:
+        await engine.ready()
+        driver = PeerTyping(config.name, engine, lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False,
+                                                                             special=False)), run)
+        before = dict((await engine.health()).stats)
+        t_start = time.perf_counter()
+        for k, t in enumerate(targets):
+            await driver.type_file(k, t, char_ms, word_pause_ms)
+        run.wall_s = time.perf_counter() - t_start
+        run.counters = (before, dict((await engine.health()).stats))
+    finally:
+        await engine.close()
+    return run
+
+
 def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -328,7 +448,7 @@ def summarize(run: Run) -> dict[str, Any]:
     shown_model = [k.latency_ms or 0.0 for k in done if k.shown and source.get((k.uri, k.version)) == "model"]
     return {
         "name": run.config.name, "options": run.options, "client_cancels": run.config.cancel,
-        "keystrokes_per_line": run.config.keystrokes, "setting_problems": run.setting_problems, "model": run.model,
+        "setting_problems": run.setting_problems, "model": run.model,
         "keystrokes": len(run.keystrokes), "completed": len(done),
         "cancelled": sum(k.outcome == "cancelled" for k in run.keystrokes),
         "errors": sum(k.outcome == "error" for k in run.keystrokes),
@@ -338,7 +458,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "warm_ttft_ms": censored_dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0],
                                       [max(e["ttft_ms"], e["prefill_ms"]) for e in typing if e["decode_tokens"] == 0
                                        and e["finish_reason"] == "abort"]),
-        "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model]),
+        "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model if "timings" in s]),
         "shown_model": len(shown_model), "shown_typeahead": shown.count("typeahead"),
         "shown_other": len(shown) - len(shown_model) - shown.count("typeahead"),
         "time_to_suggestion_ms": censored_dist([k.latency_ms for k in done if k.latency_ms is not None],
@@ -409,25 +529,27 @@ def ratio_bound(by_name: dict[str, dict[str, Any]], a: str, b: str, key: str) ->
     return "?" if lo_a and lo_b else ">=" if lo_a else "<=" if lo_b else ""
 
 
+RATIO_METRICS = (("time_to_suggestion_ms", "time to suggestion p50"), ("warm_ttft_ms", "warm TTFT p50"),
+                 ("new_prompt_tokens_warm", "new prompt tokens per warm request p50"),
+                 ("cold_first_request_ms", "cold first request p50"))
+
+
+def pairs(results: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The (a, b) pairs compared: anchored against each peer, the prefix layout and the baseline."""
+    names = {r["name"] for r in results}
+    return [(a, b) for a, b in (("anchored", "prefix"), *(("anchored", p) for p in PEERS), ("anchored", "baseline"))
+            if a in names and b in names]
+
+
 def ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
+    """a / b of the same metric's p50 on both sides, for each pair."""
     by = {r["name"]: r for r in results}
-    out = {
-        "warm_ttft_p50_anchored_over_prefix": p50_ratio(by, "anchored", "prefix", "warm_ttft_ms"),
-        "time_to_suggestion_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "time_to_suggestion_ms"),
-        "warm_ttft_p50_peer_over_anchored": p50_ratio(by, "peer", "anchored", "warm_ttft_ms"),
-        "time_to_suggestion_p50_naive_over_anchored": p50_ratio(by, "naive", "anchored", "time_to_suggestion_ms"),
-        "warm_ttft_p50_anchored_over_baseline": p50_ratio(by, "anchored", "baseline", "warm_ttft_ms"),
-    }
+    out = {f"{key}_p50_{a}_over_{b}": p50_ratio(by, a, b, key) for a, b in pairs(results) for key, _ in RATIO_METRICS}
     return {k: v for k, v in out.items() if v is not None}
 
 
 def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) -> None:
     by = {r["name"]: r for r in results}
-    bounds = {"time_to_suggestion_p50_peer_over_anchored": ratio_bound(by, "peer", "anchored", "time_to_suggestion_ms"),
-              "warm_ttft_p50_peer_over_anchored": ratio_bound(by, "peer", "anchored", "warm_ttft_ms"),
-              "time_to_suggestion_p50_naive_over_anchored": ratio_bound(by, "naive", "anchored",
-                                                                        "time_to_suggestion_ms"),
-              "warm_ttft_p50_anchored_over_baseline": ratio_bound(by, "anchored", "baseline", "warm_ttft_ms")}
     width = max(24, *(len(get(r)) + 2 for _, get in ROWS for r in results))
     print(f"\n{'metric':<40}" + "".join(f"{r['name']:>{width}}" for r in results))
     for label, get in ROWS:
@@ -441,14 +563,11 @@ def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) ->
     print()
     if any(r["setting_problems"] for r in results):
         print("the server fell back to defaults for some settings (see the notes): ratios may not mean what they say")
-    if (v := rat.get("warm_ttft_p50_anchored_over_prefix")) is not None:
-        print(f"warm TTFT p50 anchored / prefix: {v:.2f} (goal <= 0.5: {'met' if v <= 0.5 else 'not met'})")
-    for key, label in (("time_to_suggestion_p50_peer_over_anchored", "peer / anchored time to suggestion p50"),
-                       ("warm_ttft_p50_peer_over_anchored", "peer / anchored warm TTFT p50"),
-                       ("time_to_suggestion_p50_naive_over_anchored", "naive / anchored time to suggestion p50"),
-                       ("warm_ttft_p50_anchored_over_baseline", "anchored / baseline warm TTFT p50")):
-        if (v := rat.get(key)) is not None:
-            print(f"{label}: {bounds.get(key, '')} {v:.1f}x".replace(":  ", ": "))
+    for a, b in pairs(results):
+        for key, label in RATIO_METRICS:
+            if (v := rat.get(f"{key}_p50_{a}_over_{b}")) is not None:
+                bound = ratio_bound(by, a, b, key)
+                print(f"{a} / {b} {label}: {bound + ' ' if bound else ''}{v:.2f}")
 
 
 def cpu_model() -> str:
@@ -527,18 +646,16 @@ def main() -> int:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model (`model` setting)")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
     ap.add_argument("--word-pause-ms", type=float, default=400.0, help="extra pause after a word")
-    ap.add_argument("--configs", default="anchored,prefix,peer", help="configurations to run, in this order")
-    ap.add_argument("--naive", action="store_true", help="also run the uncancelled naive baseline (slow)")
-    ap.add_argument("--naive-keystrokes", type=int, default=6, help="keystrokes per line for the naive run")
+    ap.add_argument("--configs", default="anchored,llm-ls-like,llama.vim-like",
+                    help="configurations to run, in this order")
     ap.add_argument("--vllm-model", default="", help="an HF checkpoint of the same model (`sparkls convert-model "
                     "DIR`): adds configurations `vllm-bN`, the anchored layout on the vLLM engine, KV block size N")
     ap.add_argument("--vllm-block-sizes", default="32,64,128", help="vLLM KV block sizes, one configuration each")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latency.json"))
     args = ap.parse_args()
     block_sizes = tuple(int(b) for b in args.vllm_block_sizes.split(",") if b) if args.vllm_model else ()
-    known = configs(args.naive_keystrokes, args.vllm_model, block_sizes)
-    names = [n for n in args.configs.split(",") if n] + (["naive"] if args.naive else []) + \
-        [f"vllm-b{b}" for b in block_sizes]
+    known = configs(args.vllm_model, block_sizes)
+    names = [n for n in args.configs.split(",") if n] + [f"vllm-b{b}" for b in block_sizes]
     names = list(dict.fromkeys(names))
     if unknown := [n for n in names if n not in known]:
         ap.error(f"unknown configuration(s) {', '.join(unknown)}; known: {', '.join(known)}")
@@ -562,8 +679,12 @@ def main() -> int:
         try:
             for name in names:
                 print(f"running {name} ...", flush=True)
-                runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms,
-                                               envs.get(name))))
+                if name in PEERS:
+                    runs.append(asyncio.run(replay_peer(known[name], args.model, args.threads, targets,
+                                                        args.char_ms, args.word_pause_ms)))
+                else:
+                    runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms,
+                                                   envs.get(name))))
         finally:
             if envs:
                 git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))

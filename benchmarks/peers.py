@@ -1,5 +1,15 @@
 """Peer designs for the replays, built as harness layouts against the same engine and model as sparkls (not as
-server settings users see).
+server settings users see). Each is given llama.cpp's server at its best: the common prefix and moved chunks of
+>= 256 tokens reused (`--cache-reuse 256`), and the previous request aborted when a keystroke supersedes it.
+
+`LlmLs`: what llm-ls (the language server behind llm.nvim and llm-vscode) sends at llm.nvim's defaults
+(`context_window` 1024, FIM on): whole lines taken alternately above and below the cursor's line (the line itself
+split at the cursor: its start ends the prefix, its rest starts the suffix) until the next one would pass
+`context_window - 3` tokens, laid out `<|fim_prefix|>{above}<|fim_suffix|>{below}<|fim_middle|>`. With text or
+nothing but whitespace after the cursor it asks for one line: the answer is cut at its first new line (given
+here as a stop, so the backend stops decoding there: llm-ls itself lets it run to `max_new_tokens` 60), else up
+to 60 tokens. It has no cache of earlier answers, and the typed text ends the prefix, so each keystroke computes
+the suffix again (the `--cache-reuse` shift saves what it can).
 
 `LlamaVim`: what llama.vim (the Vim/Neovim client of llama.cpp's server) sends, at its defaults, to a server run
 with `--cache-reuse 256` and a 1,024-token batch (llama.cpp's `--fim-qwen-*-default` presets):
@@ -22,8 +32,12 @@ shifted, not computed again (sparkls's engine does the same for the peer; sparkl
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
 
 N_PREFIX_LINES = 256
 N_SUFFIX_LINES = 64
@@ -36,6 +50,8 @@ N_PREDICT = 128
 T_MAX_PREDICT_S = 1.0
 CACHE_REUSE = 256
 N_CTX = 8192
+LLM_LS_CONTEXT_WINDOW = 1024
+LLM_LS_MAX_NEW_TOKENS = 60
 
 
 @dataclass(frozen=True)
@@ -122,6 +138,67 @@ class LlamaVim:
     def ring_prompt(self) -> str:
         """The prompt-only request a ring update sends (empty prefix, suffix and prompt)."""
         return f"{self.extra()}<|fim_prefix|><|fim_suffix|><|fim_middle|>"
+
+
+@dataclass
+class LlmLs:
+    """llm-ls's `build_prompt` (FIM) and its single-line rule, with the model's tokenizer."""
+
+    count_tokens: Callable[[str], int]
+    context_window: int = LLM_LS_CONTEXT_WINDOW
+
+    def prompt(self, text: str, cursor: int) -> str:
+        line_start = text.rfind("\n", 0, cursor) + 1
+        line_end = text.find("\n", cursor)
+        line_end = len(text) if line_end == -1 else line_end + 1  # a line keeps its new line
+        above = [text[line_start:cursor], *reversed(text[:line_start].splitlines(keepends=True))]
+        below = [text[cursor:line_end], *text[line_end:].splitlines(keepends=True)]
+        left = self.context_window - 3
+        before: list[str] = []
+        after: list[str] = []
+        for i in range(max(len(above), len(below))):
+            if i < len(above):
+                n = self.count_tokens(above[i])
+                if n > left:
+                    break
+                left -= n
+                before.append(above[i])
+            if i < len(below):
+                n = self.count_tokens(below[i])
+                if n > left:
+                    break
+                left -= n
+                after.append(below[i])
+        return f"<|fim_prefix|>{''.join(reversed(before))}<|fim_suffix|>{''.join(after)}<|fim_middle|>"
+
+    @staticmethod
+    def single_line(text: str, cursor: int) -> bool:
+        """llm-ls asks for one line when the character after the cursor is whitespace (or the end of the text);
+        its syntax-tree rule (an empty node: many lines) is left out: the replay types inside statements."""
+        return cursor >= len(text) or text[cursor].isspace()
+
+
+async def llama_vim_answer(engine: Any, rid: str, prompt: str, n_indent: int = 0,
+                           warm: bool = False) -> tuple[str, GenerationStats]:
+    """One llama.vim request on `engine`, the server's stops: `N_PREDICT` tokens, end of generation, and once the
+    answer has a new line, `T_MAX_PREDICT_S` after the first token, or a line indented less than `n_indent` (cut
+    before it). `warm`: the prompt-only request of a ring update (one token, background)."""
+    req = GenerationRequest(prompt, max_tokens=1 if warm else N_PREDICT, id=rid, warm=warm,
+                            priority=Priority.BACKGROUND if warm else Priority.INTERACTIVE)
+    first: float | None = None
+    text, stats, stopped = "", GenerationStats(), False
+    async for event in engine.stream(req):
+        if isinstance(event, Finished):
+            stats = event.stats
+        elif not stopped:
+            text += event.text
+            first = first or time.perf_counter()
+            cut = indent_stop(text, n_indent)
+            if cut is not None or ("\n" in text and time.perf_counter() - first > T_MAX_PREDICT_S):
+                text = text if cut is None else text[:cut]
+                stopped = True
+                await engine.abort(rid)  # the answer so far is the answer
+    return text, stats
 
 
 def indent_stop(answer: str, n_indent: int) -> int | None:

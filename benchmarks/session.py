@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
-from sparkls.engine.base import Finished, GenerationRequest, GenerationStats, Priority
+from sparkls.engine.base import GenerationStats
 from sparkls.text.document import Document
 from sparkls.tools.client import Client, position
 
@@ -245,24 +245,8 @@ class PeerReplay:
         d.text = d.text[:start] + new + d.text[end:]
 
     async def _run(self, rid: str, prompt: str, warm: bool, n_indent: int = 0) -> tuple[str, GenerationStats, float]:
-        """One request; the server's stops: 128 tokens, end of generation, and once the answer has a new line,
-        `t_max_predict_ms` after the first token, or a line indented less than `n_indent` (cut before it)."""
-        req = GenerationRequest(prompt, max_tokens=1 if warm else peers.N_PREDICT, id=rid, warm=warm,
-                                priority=Priority.BACKGROUND if warm else Priority.INTERACTIVE)
         t0 = time.perf_counter()
-        first: float | None = None
-        text, stats, stopped = "", GenerationStats(), False
-        async for event in self.engine_.stream(req):
-            if isinstance(event, Finished):
-                stats = event.stats
-            elif not stopped:
-                text += event.text
-                first = first or time.perf_counter()
-                cut = peers.indent_stop(text, n_indent)
-                if cut is not None or ("\n" in text and time.perf_counter() - first > peers.T_MAX_PREDICT_S):
-                    text = text if cut is None else text[:cut]
-                    stopped = True
-                    await self.engine_.abort(rid)  # the answer so far is the answer
+        text, stats = await peers.llama_vim_answer(self.engine_, rid, prompt, n_indent, warm)
         self.engine[rid] = asdict(stats)
         return text, stats, (time.perf_counter() - t0) * 1000
 

@@ -22,7 +22,7 @@ from sparkls.engine.supervisor import SupervisorOptions
 from sparkls.workspace.files import DEFAULT_EXCLUDES
 
 EngineName = Literal["llamacpp", "vllm", "openai", "fake"]
-Layout = Literal["anchored", "prefix", "centered"]  # `completion.context.build` lays each out
+Layout = Literal["anchored", "prefix"]  # `completion.context.build` lays each out
 Family = Literal["qwen", "starcoder", "deepseek", "codellama"]  # `completion.prompt.TEMPLATES` has one per family
 FimTemplateName = Literal["auto", "qwen", "starcoder", "deepseek", "codellama"]
 BundledModelName = Literal["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"]  # `engine.model_files.BUNDLED` (a test checks)
@@ -90,8 +90,7 @@ class Settings(BaseModel):
     prompt_layout: Layout = Field(default="anchored", description=(
         "`anchored`: prefix and suffix before the typed text, which follows the middle marker, so a keystroke appends a"
         " token or two to the prompt; `prefix`: the earlier layout (typed text at the end of the prefix, so every "
-        "keystroke re-computes the suffix; use a short `suffixTokens`); `centered`: a window centred on the cursor (the"
-        " naive baseline). The last two are kept for the benchmarks."))
+        "keystroke re-computes the suffix; use a short `suffixTokens`), kept for the benchmarks."))
     context_tokens: int = Field(default=512, ge=0, le=16384, description=(
         "Budget for other files in the prompt: the header of every name this file imports from the workspace, the "
         "definitions of the names used near the cursor, and the most similar snippets of those files and of other open "

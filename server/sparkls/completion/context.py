@@ -11,8 +11,8 @@ the prompt is `[head][prefix up to the typing anchor]<suffix marker>[suffix]<mid
   the cursor, which the model reads as the start of its own answer.
 - `mode`: single line or multi-line, decided from the syntax at the cursor, plus what the stop
   policy needs to end the suggestion at the end of the scope.
-The earlier layouts stay selectable for the benchmarks: `prefix` (typed text at the end of the
-prefix, a short suffix that every keystroke re-computes) and `centered` (the naive window).
+The earlier layout stays selectable for the benchmarks: `prefix` (typed text at the end of the
+prefix, a short suffix that every keystroke re-computes).
 """
 
 from __future__ import annotations
@@ -342,9 +342,7 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     """The context for a suggestion at string offset `cursor` of `doc`.
 
     `anchored` (default) keeps `frame` when it still holds, else makes a new one. `prefix` is the
-    earlier layout (the typed text ends the prefix; a short suffix). `centered` is the naive
-    baseline: a window of the same total size centred on the cursor, sliding with every keystroke,
-    without preamble (what llm-ls-style servers do)."""
+    earlier layout (the typed text ends the prefix; a short suffix)."""
     budget = budget or Budget()
     text = doc.text
     cursor = max(0, min(cursor, len(text)))
@@ -379,11 +377,6 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
         # A finished line that ends in a closing character: the next line(s). One that ends in a word may
         # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
         return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx
-    if layout == "centered":
-        half = budget.chars(budget.prefix_tokens + budget.suffix_tokens) // 2
-        start = max(0, cursor - half)
-        return replace(base, start=start, preamble="", prefix=text[start:cursor],
-                       suffix=text[cursor : min(len(text), cursor + half)])
     start = window_start(doc, cursor, budget.chars(budget.prefix_tokens))
     preamble = build_preamble(doc, start, _scope_text(doc, scope, line_start, line_end),
                               budget.chars(budget.preamble_tokens))

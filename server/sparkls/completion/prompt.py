@@ -2,8 +2,8 @@
 
 Layout rule (the KV cache depends on it): what changes as the user types comes last. The prompt
 is `[head: other files, the outline][prefix marker, prefix up to the typing anchor][suffix marker,
-suffix][middle marker, typed text]` (the `prefix` and `centered` layouts have no typed text: the
-prefix runs to the cursor). The head uses the model's repo-level format where it has one
+suffix][middle marker, typed text]` (the `prefix` layout has no typed text: the prefix runs to
+the cursor). The head uses the model's repo-level format where it has one
 (`<|repo_name|>`, then a `<|file_sep|>path` block per file). Only prefix-suffix-middle (PSM) order
 is used; suffix-first order (SPM) breaks Qwen2.5-Coder-0.5B.
 """
