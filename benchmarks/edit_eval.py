@@ -29,8 +29,6 @@ import asyncio
 import difflib
 import io
 import json
-import os
-import platform
 import re
 import statistics
 import sys
@@ -41,6 +39,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from common import machine
 from lsprotocol import types
 from sandbox import SANDBOX, run_program
 from sparkls.edit import diff
@@ -302,24 +301,14 @@ def save(result: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2))
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
 
 # -- main ------------------------------------------------------------------------------------------
 async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     parts = set(args.parts.split(","))
     base: dict[str, Any] = {"threads": args.threads, **({"model": args.model}
                                                          if args.model else {})}
-    measured = {"machine": f"{platform.machine()} {os.cpu_count()} cores, {cpu_name()}", "threads": args.threads,
-                "sandbox": "netns" if SANDBOX else "none", "date": time.strftime("%Y-%m-%d"),
-                "model": base.get("model", "default"), "command": " ".join(["python3", *sys.argv])}
+    measured = {"machine": machine(), "threads": args.threads, "sandbox": "netns" if SANDBOX else "none",
+                "model": base.get("model", "default")}
 
     def done(part: str) -> None:
         """Part measured: say where and when, and write the file (a later part failing loses nothing)."""

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from common import machine  # noqa: E402
 from latency import pick_targets  # noqa: E402
 from sparkls.completion import context, prompt  # noqa: E402
 from sparkls.engine.base import Delta, Finished, GenerationRequest, Priority  # noqa: E402
@@ -267,11 +267,6 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-def cpu_model() -> str:
-    info = Path("/proc/cpuinfo")
-    lines = info.read_text().splitlines() if info.exists() else []
-    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.processor())
-
 
 async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
     """Re-measure only (b) for the engines named; the other results of the earlier run stay as they were."""
@@ -289,7 +284,7 @@ async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str,
 
 
 def measured() -> dict[str, Any]:
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    return machine()
 
 
 async def run_c_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
@@ -301,9 +296,7 @@ async def run_c_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str,
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
-    res: dict[str, Any] = {"machine": {"platform": platform.platform(), "cpu": cpu_model(),
-                                       "cores": os.cpu_count(), "python": platform.python_version()},
-                           "model": BENCH_MODEL, "date": time.strftime("%Y-%m-%d")}
+    res: dict[str, Any] = {"machine": machine(), "model": BENCH_MODEL}
     res["prefix_caching"] = await bench_prefix_caching(model, typing_prompts(args.files, args.keys))
     res["priority"] = await bench_priority(model, args.trials, not args.no_llamacpp)
     res["remote"] = await bench_remote(model, args.requests)

@@ -54,7 +54,6 @@ import gc
 import hashlib
 import json
 import os
-import platform
 import re
 import shutil
 import statistics
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 import fim_tasks
+from common import STARTED, machine
 from fim_tasks import PLACEMENTS, SETS, Source, Task
 from sandbox import SANDBOX, run_program
 from sparkls.engine.model_files import ModelUnavailable, resolve_model_path
@@ -470,15 +470,6 @@ def progress(label: str, i: int, tasks: list[Task]) -> None:
         print(f"  {label}: {i + 1}/{len(tasks)}", flush=True)
 
 
-def machine() -> dict[str, Any]:
-    try:
-        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        cpu = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), "")
-    except OSError:
-        cpu = ""
-    return {"cpu": cpu or platform.processor(), "cores": os.cpu_count(), "arch": platform.machine(),
-            "python": platform.python_version()}
-
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -554,7 +545,7 @@ def main() -> int:
         print(f"no data at {fim_tasks.SHARED}", file=sys.stderr)
         return 2
     extra = json.loads(args.settings)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    commit = STARTED["commit"]
     scratch = Path(tempfile.mkdtemp(prefix="sparkls-fim-eval-"))
     corpus_root = fim_tasks.layout_corpus(scratch / "corpus") if "crossfile-corpus" in sets else None
     sources = [s for name in sets for s in fim_tasks.build(name, args.limit, corpus_root, args.heldout)]

@@ -35,8 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from common import machine  # noqa: E402
 from engine_bench import request_ms, short_prompts, timed, under_load  # noqa: E402
-from latency import machine  # noqa: E402
 from sparkls.completion import context, prompt  # noqa: E402
 from sparkls.edit import rewrite  # noqa: E402
 from sparkls.engine.base import GenerationRequest  # noqa: E402

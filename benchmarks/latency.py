@@ -37,20 +37,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import math
-import os
-import platform
 import random
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -63,8 +57,8 @@ from sparkls.tools.client import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers
+from common import ROOT, STARTED, baseline_env, dist, git, machine, plain
 
-ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 EXT_LANG = {".py": "python", ".ts": "typescript", ".go": "go", ".rs": "rust"}
 REQUEST_CANCELLED = -32800  # the JSON-RPC error code of a cancelled or superseded request
@@ -182,16 +176,6 @@ class Run:
     wall_s: float = 0.0
     counters: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # the engine's own counters before and after
 
-
-def plain(x: Any) -> Any:
-    """A response as plain JSON values (pygls gives objects for methods it has no type for)."""
-    if hasattr(x, "_asdict"):
-        x = x._asdict()
-    if isinstance(x, dict):
-        return {k: plain(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [plain(v) for v in x]
-    return x
 
 
 def has_item(result: Any) -> bool:
@@ -406,15 +390,6 @@ async def replay_peer(config: Config, model: str, threads: int, targets: list[Ta
     return run
 
 
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    values = sorted(values)
-    return values[min(len(values) - 1, int(q * len(values)))]
-
-
-def dist(values: list[float]) -> dict[str, Any]:
-    return {"p50": pct(values, 0.5), "p90": pct(values, 0.9), "n": len(values)}
 
 
 def censored_dist(observed: list[float], censored: list[float]) -> dict[str, Any]:
@@ -430,7 +405,9 @@ def censored_dist(observed: list[float], censored: list[float]) -> dict[str, Any
 
 
 def summarize(run: Run) -> dict[str, Any]:
-    typing = [e for rid, e in run.engine.items() if rid not in run.cold_ids]
+    # the requests keystrokes sent; background warm-ups (the full prompt prefilled after a first answer) apart
+    typing = [e for rid, e in run.engine.items() if rid not in run.cold_ids and not rid.startswith("warm-")]
+    warmups = [e for rid, e in run.engine.items() if rid.startswith("warm-")]
     started = [e for e in typing if e["prompt_tokens"] > 0]  # the rest were cancelled while queued
     # vLLM reports a request's cached tokens with its first output: one aborted before it is unknown, not 0
     known = [e for e in started if e.get("reuse_known", True)]
@@ -473,6 +450,7 @@ def summarize(run: Run) -> dict[str, Any]:
         "prefix_cache_hit_rate": hits / queries if queries else None, "prefix_cache_queried_tokens": int(queries),
         "prompt_tokens_typing": prompt, "reused_tokens_typing": reused,
         "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
+        "warmups": len(warmups), "warmup_new_tokens": sum(e["prompt_tokens"] - e["reused_tokens"] for e in warmups),
         "wall_s": run.wall_s,
     }
 
@@ -512,6 +490,7 @@ ROWS = [
     ("requests / completed / cancelled", lambda r: f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}"
                                                    + (f" +{r['errors']} err" if r["errors"] else "")),
     ("typed-ahead served", lambda r: str(r["typeahead_served"])),
+    ("background warm-ups / their new tokens", lambda r: f"{r['warmups']} / {r['warmup_new_tokens']:,}"),
     ("wall time (s)", lambda r: num(r["wall_s"])),
 ]
 
@@ -570,41 +549,8 @@ def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) ->
                 print(f"{a} / {b} {label}: {bound + ' ' if bound else ''}{v:.2f}")
 
 
-def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        return next(ln.split(":", 1)[1].strip() for ln in out.splitlines() if ln.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        return platform.processor() or "unknown"
 
 
-def machine() -> dict[str, Any]:
-    try:
-        llama = importlib.metadata.version("llama-cpp-python")
-    except importlib.metadata.PackageNotFoundError:
-        llama = None
-    return {"cpu": cpu_model(), "cores": os.cpu_count(), "arch": platform.machine(),
-            "date": datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": shlex.join([Path(sys.executable).name, *sys.argv]), "argv": sys.argv,
-            "python": platform.python_version(), "llama_cpp_python": llama, "llama_cpp_kernels": kernels()}
-
-
-def kernels() -> str | None:
-    """The CPU features the installed llama.cpp build uses (`llama_print_system_info`): builds differ."""
-    try:
-        import llama_cpp
-    except ImportError:
-        return None
-    return llama_cpp.llama_print_system_info().decode().strip()
-
-
-def save(out: str, payload: dict[str, Any], table: str) -> None:
-    """Write `payload` with this machine's facts as JSON to `out`, and `table` beside it as .txt."""
-    path = Path(out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"machine": machine(), **payload}, indent=2))
-    path.with_suffix(".txt").write_text(table + "\n")
-    print(f"wrote {path}")
 
 
 def plot(runs: list[Run], path: Path) -> None:
@@ -627,14 +573,6 @@ def plot(runs: list[Run], path: Path) -> None:
     print(f"wrote {path}")
 
 
-def git(*args: str, cwd: Path = ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def baseline_env(ref: str, into: Path) -> dict[str, str]:
-    """A worktree of `ref` and the environment that runs its server (its `server/` first on the path)."""
-    git("worktree", "add", "--detach", str(into), ref)
-    return {**os.environ, "PYTHONPATH": str(into / "server")}
 
 
 def main() -> int:
@@ -663,7 +601,7 @@ def main() -> int:
         print(f"no corpus at {CORPUS}", file=sys.stderr)
         return 2
     targets = pick_targets(args.files)
-    meta = machine() | {"commit": git("rev-parse", "HEAD"),
+    meta = machine() | {"commit": STARTED["commit"],
                         "files": [t.path.name for t in targets], "keystrokes": sum(len(t.typed) for t in targets),
                         "args": vars(args)}
     print(f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "

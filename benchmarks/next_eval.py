@@ -51,8 +51,8 @@ from sparkls.text.positions import LineIndex
 from sparkls.tools.client import Client, position
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import baseline_env, dist, git, machine, plain
 from edit_eval import chrf, hunk_text, spread
-from latency import baseline_env, dist, git, machine, plain
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "eval" / "commit-edits" / "commit_edits.jsonl.gz"
@@ -313,8 +313,6 @@ def main() -> int:
     rows = load(args.half, args.limit or None)
     t0 = time.perf_counter()
     results = []
-    commit = git("rev-parse", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     with tempfile.TemporaryDirectory() as tmp:
         env = baseline_env(args.baseline_ref, Path(tmp) / "baseline") if "baseline" in systems else None
         try:
@@ -331,7 +329,7 @@ def main() -> int:
                 git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))
     text = table(results)
     print(text)
-    meta = {"machine": {**machine(), "commit": commit, "dirty": dirty, "threads": args.threads},
+    meta = {"machine": {**machine(), "threads": args.threads},
             "baseline_ref": args.baseline_ref, "half": args.half, "limit": args.limit,
             "wall_s": time.perf_counter() - t0}
     out_path = Path(args.out or ROOT / "benchmarks" / "results" / f"next_eval_{args.half}.json")

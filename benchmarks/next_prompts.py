@@ -37,7 +37,7 @@ from sparkls.settings import Settings
 from sparkls.text.document import Document
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from latency import dist, git, machine
+from common import dist, machine
 from next_eval import FENCE, MODELS, ROOT, Replay, load, score, summarize, target_of
 
 
@@ -190,8 +190,6 @@ def main() -> int:
     args = ap.parse_args()
     rows = load("tuning", args.limit or None)
     variants = args.variants.split(",")
-    commit = git("rev-parse", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     results = []
     for model in args.models.split(","):
         got = asyncio.run(run(model, variants, rows, args))
@@ -212,8 +210,7 @@ def main() -> int:
         print(f"{r['model'] + ' ' + r['variant']:22} {s['rows']:4} {100 * s['exact']:5.1f} {s['chrf']:5.1f} "
               f"{100 * s['shown']:6.1f} {100 * (s['precision'] or 0):5.1f} {100 * (s['located'] or 0):8.1f} "
               f"{s['decode_tokens']['p50'] or 0:14.0f} {s['warm_ms']['p50'] or 0:7.0f}")
-    meta = {"machine": {**machine(), "commit": commit, "dirty": dirty,
-                        "threads": args.threads}, "half": "tuning",
+    meta = {"machine": {**machine(), "threads": args.threads}, "half": "tuning",
             "limit": args.limit}
     out_path = Path(args.out or ROOT / "benchmarks" / "results" / "next_prompts.json")
     out_path.write_text(json.dumps({"meta": meta, "results": results}, indent=1))

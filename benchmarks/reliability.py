@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from latency import machine  # noqa: E402
+from common import machine  # noqa: E402
 from lsprotocol import types  # noqa: E402
 from sparkls.engine.metrics import percentile  # noqa: E402
 from sparkls.tools.client import Client  # noqa: E402

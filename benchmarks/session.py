@@ -55,7 +55,8 @@ from sparkls.tools.client import Client, position
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import peers
-from latency import REQUEST_CANCELLED, baseline_env, body_rows, git, has_item, machine, pct, plain
+from common import baseline_env, dist, git, machine, plain
+from latency import REQUEST_CANCELLED, body_rows, has_item
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKSPACE = ROOT.parent / "shared" / "workspaces" / "rich"
@@ -379,10 +380,6 @@ async def run_peer(model: str, args: argparse.Namespace) -> dict[str, Any]:
             "engine_ids": list(replay.engine)}
 
 
-def dist(values: list[float]) -> dict[str, Any]:
-    return {"p50": pct(values, 0.5), "p90": pct(values, 0.9), "n": len(values)}
-
-
 def summarize(run: dict[str, Any]) -> dict[str, Any]:
     events = run["events"]
     out: dict[str, Any] = {}
@@ -476,8 +473,6 @@ def main() -> int:
     if not MAIN_FILE.exists():
         raise SystemExit(f"{MAIN_FILE} is missing: the replay reads ../shared/workspaces/rich")
     results = []
-    commit = git("rev-parse", "HEAD")
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))  # results aside
     with tempfile.TemporaryDirectory() as tmp:
         envs: dict[str, dict[str, str] | None] = {name: None for name in CONFIGS if name != "baseline"}
         if "baseline" in args.configs.split(","):
@@ -500,7 +495,7 @@ def main() -> int:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": machine() | {"commit": commit, "dirty": dirty},
+    payload = {"machine": machine(),
                "baseline_ref": git("rev-parse", args.baseline_ref), "route": ROUTE, "results": results}
     out.write_text(json.dumps(payload, indent=2))
     out.with_suffix(".txt").write_text(text + "\n")

@@ -81,7 +81,7 @@ def main() -> int:
         print(json.dumps(asyncio.run(child(args.model))))
         return 0
 
-    from latency import save
+    from common import save
 
     results = []
     for name in args.configs.split(","):

@@ -148,7 +148,7 @@ def main() -> int:
         print(json.dumps(asyncio.run(child(args.model, args.requests, args.warmup, args.stops_as_text))))
         return 0
 
-    from latency import save
+    from common import save
 
     results = []
     for name in args.configs.split(","):
