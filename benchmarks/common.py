@@ -28,8 +28,10 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 
 def _started() -> dict[str, Any]:
     try:
-        return {"commit": git("rev-parse", "HEAD"),
-                "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks"))}
+        return {
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks")),
+        }
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
 
@@ -61,12 +63,19 @@ def machine() -> dict[str, Any]:
     except importlib.metadata.PackageNotFoundError:
         llama = None
     cpu = lscpu()
-    return {"cpu": cpu.get("Model name") or platform.processor() or "unknown", "cores": os.cpu_count(),
-            "threads_per_core": cpu.get("Thread(s) per core"), "arch": platform.machine(),
-            "date": datetime.now().astimezone().isoformat(timespec="seconds"),
-            "command": shlex.join([Path(sys.executable).name, *sys.argv]), "argv": sys.argv,
-            "python": platform.python_version(), "llama_cpp_python": llama, "llama_cpp_kernels": kernels(),
-            **STARTED}
+    return {
+        "cpu": cpu.get("Model name") or platform.processor() or "unknown",
+        "cores": os.cpu_count(),
+        "threads_per_core": cpu.get("Thread(s) per core"),
+        "arch": platform.machine(),
+        "date": datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": shlex.join([Path(sys.executable).name, *sys.argv]),
+        "argv": sys.argv,
+        "python": platform.python_version(),
+        "llama_cpp_python": llama,
+        "llama_cpp_kernels": kernels(),
+        **STARTED,
+    }
 
 
 def save(out: str, payload: dict[str, Any], table: str) -> None:

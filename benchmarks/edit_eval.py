@@ -65,8 +65,14 @@ def apply_workspace_edit(text: str, edit: Any) -> str:
     tdes = edit.document_changes or []
     tes = [e for tde in tdes for e in tde.edits] if tdes else [e for es in (edit.changes or {}).values() for e in es]
     idx = LineIndex.of(text)
-    spans = [diff.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
-                        idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.new_text) for e in tes]
+    spans = [
+        diff.Edit(
+            idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+            idx.offset(e.range.end.line, e.range.end.character, "utf-16"),
+            e.new_text,
+        )
+        for e in tes
+    ]
     return diff.apply(text, spans)
 
 
@@ -154,9 +160,16 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
         pos = position(text, cursor)
         rng = types.Range(start=pos, end=pos)
         t0 = time.perf_counter()
-        found = await client.request(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=rng, context=types.CodeActionContext(
-                diagnostics=[types.Diagnostic(range=rng, message=message, source="tests")])))
+        found = await client.request(
+            types.TEXT_DOCUMENT_CODE_ACTION,
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=rng,
+                context=types.CodeActionContext(
+                    diagnostics=[types.Diagnostic(range=rng, message=message, source="tests")]
+                ),
+            ),
+        )
         fix = next((a for a in found or [] if getattr(a, "title", "").startswith("sparkls: Fix")), None)
         new = text
         if fix is not None:
@@ -169,14 +182,24 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
         ok = run_program(new + tests)[0]
         ours = diff.changed_chars(diff.diff(text, new))
         ref = diff.changed_chars(diff.diff(text, task["prompt"] + task["canonical_solution"]))
-        out.append({"task_id": task["task_id"], "pass": ok, "buggy_passed": buggy_ok, "diagnostic": message,
-                    "changed_chars": ours, "reference_changed_chars": ref, "ms": ms,
-                    "decode_tokens": rec.decode_tokens if rec else 0, "decode_tps": tps(rec),
-                    "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
-                    "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0, "fixed": new})
+        out.append(
+            {
+                "task_id": task["task_id"],
+                "pass": ok,
+                "buggy_passed": buggy_ok,
+                "diagnostic": message,
+                "changed_chars": ours,
+                "reference_changed_chars": ref,
+                "ms": ms,
+                "decode_tokens": rec.decode_tokens if rec else 0,
+                "decode_tps": tps(rec),
+                "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
+                "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0,
+                "fixed": new,
+            }
+        )
         if (i + 1) % 10 == 0:
-            print(f"  [{label}] {i + 1}/{len(tasks)} pass@1 {sum(r['pass'] for r in out) / len(out):.3f}",
-                  flush=True)
+            print(f"  [{label}] {i + 1}/{len(tasks)} pass@1 {sum(r['pass'] for r in out) / len(out):.3f}", flush=True)
     return out
 
 
@@ -185,15 +208,18 @@ def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     changed = [r for r in rows if r["changed_chars"] > 0]
     ratios = [r["changed_chars"] / max(1, r["reference_changed_chars"]) for r in changed]
     passing = [r["changed_chars"] / max(1, r["reference_changed_chars"]) for r in changed if r["pass"]]
-    return {"tasks": n, "pass@1": sum(r["pass"] for r in rows) / n,
-            "no_edit": n - len(changed),
-            "changed_chars_median": statistics.median(r["changed_chars"] for r in rows),
-            "reference_changed_chars_median": statistics.median(r["reference_changed_chars"] for r in rows),
-            "minimality_ratio_median": statistics.median(ratios) if ratios else None,
-            "minimality_ratio_median_passing": statistics.median(passing) if passing else None,
-            "within_2x_reference": sum(x <= 2 for x in ratios) / n,
-            "median_ms": statistics.median(r["ms"] for r in rows),
-            "decode_tps_median": statistics.median(r["decode_tps"] for r in rows if r["decode_tps"] > 0)}
+    return {
+        "tasks": n,
+        "pass@1": sum(r["pass"] for r in rows) / n,
+        "no_edit": n - len(changed),
+        "changed_chars_median": statistics.median(r["changed_chars"] for r in rows),
+        "reference_changed_chars_median": statistics.median(r["reference_changed_chars"] for r in rows),
+        "minimality_ratio_median": statistics.median(ratios) if ratios else None,
+        "minimality_ratio_median_passing": statistics.median(passing) if passing else None,
+        "within_2x_reference": sum(x <= 2 for x in ratios) / n,
+        "median_ms": statistics.median(r["ms"] for r in rows),
+        "decode_tps_median": statistics.median(r["decode_tps"] for r in rows if r["decode_tps"] > 0),
+    }
 
 
 # -- (c) speculation ------------------------------------------------------------------------------
@@ -207,21 +233,27 @@ def kept_share(before: str, after: str) -> float:
 def speedups(off: list[dict[str, Any]], rows: list[dict[str, Any]], output: str) -> dict[str, Any]:
     pairs = [(a, b) for a, b in zip(off, rows, strict=True) if a["decode_tps"] > 0 and b["decode_tps"] > 0]
     drafted = sum(r["draft_tokens"] for r in rows)
-    return {"tasks": len(rows), "decode_tps_median": statistics.median(r["decode_tps"] for r in rows),
-            "speedup_median": statistics.median(b["decode_tps"] / a["decode_tps"] for a, b in pairs) if pairs else None,
-            "identical_to_off": sum(a[output] == b[output] for a, b in zip(off, rows, strict=True)),
-            "acceptance": sum(r["accepted_tokens"] for r in rows) / drafted if drafted else None,
-            "median_ms": statistics.median(r["ms"] for r in rows)}
+    return {
+        "tasks": len(rows),
+        "decode_tps_median": statistics.median(r["decode_tps"] for r in rows),
+        "speedup_median": statistics.median(b["decode_tps"] / a["decode_tps"] for a, b in pairs) if pairs else None,
+        "identical_to_off": sum(a[output] == b[output] for a, b in zip(off, rows, strict=True)),
+        "acceptance": sum(r["accepted_tokens"] for r in rows) / drafted if drafted else None,
+        "median_ms": statistics.median(r["ms"] for r in rows),
+    }
 
 
 def rename_identifier(text: str, old: str, new: str) -> str:
     """`text` with every Python NAME token `old` renamed (not inside strings, docstrings or comments)."""
     lines = text.splitlines(keepends=True)
-    spots = [t.start for t in tokenize.generate_tokens(io.StringIO(text).readline)
-             if t.type == tokenize.NAME and t.string == old]
+    spots = [
+        t.start
+        for t in tokenize.generate_tokens(io.StringIO(text).readline)
+        if t.type == tokenize.NAME and t.string == old
+    ]
     for row, col in reversed(spots):
         line = lines[row - 1]
-        lines[row - 1] = line[:col] + new + line[col + len(old):]
+        lines[row - 1] = line[:col] + new + line[col + len(old) :]
     return "".join(lines)
 
 
@@ -235,8 +267,9 @@ def rename_tasks(limit: int) -> list[dict[str, Any]]:
         old = m.group(1)
         if len(re.findall(rf"\b{old}\b", t["canonical_solution"])) >= 2:
             text = t["prompt"] + t["canonical_solution"]
-            out.append({"task_id": t["task_id"], "text": text, "cursor": len(t["prompt"]), "old": old,
-                        "new": f"{old}_arg"})
+            out.append(
+                {"task_id": t["task_id"], "text": text, "cursor": len(t["prompt"]), "old": old, "new": f"{old}_arg"}
+            )
     return spread(out, limit)
 
 
@@ -246,12 +279,19 @@ async def run_rename(client: Client, tasks: list[dict[str, Any]], label: str) ->
         text, uri = task["text"], f"file:///rename/{i}/{task['task_id'].replace('/', '_')}.py"
         client.open(uri, text, "python")
         pos = position(text, task["cursor"])
-        found = await client.request(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
-            context=types.CodeActionContext(diagnostics=[])))
+        found = await client.request(
+            types.TEXT_DOCUMENT_CODE_ACTION,
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(start=pos, end=pos),
+                context=types.CodeActionContext(diagnostics=[]),
+            ),
+        )
         action = next(a for a in found or [] if getattr(a, "title", "").startswith("sparkls: Rewrite"))
-        data = {**action.command.arguments[0],
-                "instruction": f"Rename `{task['old']}` to `{task['new']}` everywhere in this function."}
+        data = {
+            **action.command.arguments[0],
+            "instruction": f"Rename `{task['old']}` to `{task['new']}` everywhere in this function.",
+        }
         t0 = time.perf_counter()
         resolved = await client.request(types.CODE_ACTION_RESOLVE, types.CodeAction(title=action.title, data=data))
         ms = (time.perf_counter() - t0) * 1000
@@ -259,23 +299,38 @@ async def run_rename(client: Client, tasks: list[dict[str, Any]], label: str) ->
         rec = await last_engine_record(client)
         client.close(uri)
         expected = rename_identifier(text, task["old"], task["new"])
-        out.append({"task_id": task["task_id"], "exact": new == expected, "rewritten": new, "ms": ms,
-                    "decode_tokens": rec.decode_tokens if rec else 0, "decode_tps": tps(rec),
-                    "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
-                    "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0})
+        out.append(
+            {
+                "task_id": task["task_id"],
+                "exact": new == expected,
+                "rewritten": new,
+                "ms": ms,
+                "decode_tokens": rec.decode_tokens if rec else 0,
+                "decode_tps": tps(rec),
+                "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
+                "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0,
+            }
+        )
     print(f"  [{label}] {len(out)} renames, exact {sum(r['exact'] for r in out)}", flush=True)
     return out
 
 
-def verification_cost(threads: int, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64),
-                      repeats: int = 5) -> dict[str, Any]:
+def verification_cost(
+    threads: int, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24, 32, 48, 64), repeats: int = 5
+) -> dict[str, Any]:
     """Median decode time of one batch of b tokens (logits for every position) after a 400-token context."""
     from llama_cpp import Llama
     from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 
-    llm = Llama(str(resolve_model_path("", DEFAULT_MODEL)), n_ctx=2048, n_threads=threads,
-                n_threads_batch=threads, n_batch=256, verbose=False)
-    toks = llm.tokenize((ROOT / "server" / "sparkls" / "rewrite.py").read_bytes())[:400 + max(sizes)]
+    llm = Llama(
+        str(resolve_model_path("", DEFAULT_MODEL)),
+        n_ctx=2048,
+        n_threads=threads,
+        n_threads_batch=threads,
+        n_batch=256,
+        verbose=False,
+    )
+    toks = llm.tokenize((ROOT / "server" / "sparkls" / "rewrite.py").read_bytes())[: 400 + max(sizes)]
     ctx, n_past = toks[:400], 400
     llm.eval(ctx)
     rows = []
@@ -292,8 +347,12 @@ def verification_cost(threads: int, sizes: tuple[int, ...] = (1, 2, 4, 8, 16, 24
     for r in rows:
         r["ms_per_token"] = r["ms"] / r["batch"]
         r["ceiling_speedup"] = one / r["ms_per_token"]  # every drafted token accepted
-    return {"threads": threads, "context": n_past, "rows": rows,
-            "best_ceiling": max(r["ceiling_speedup"] for r in rows)}
+    return {
+        "threads": threads,
+        "context": n_past,
+        "rows": rows,
+        "best_ceiling": max(r["ceiling_speedup"] for r in rows),
+    }
 
 
 def save(result: dict[str, Any], out: Path) -> None:
@@ -301,19 +360,22 @@ def save(result: dict[str, Any], out: Path) -> None:
     out.write_text(json.dumps(result, indent=2))
 
 
-
 # -- main ------------------------------------------------------------------------------------------
 async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[str, Any]:
     parts = set(args.parts.split(","))
-    base: dict[str, Any] = {"threads": args.threads, **({"model": args.model}
-                                                         if args.model else {})}
-    measured = {"machine": machine(), "threads": args.threads, "sandbox": "netns" if SANDBOX else "none",
-                "model": base.get("model", "default")}
+    base: dict[str, Any] = {"threads": args.threads, **({"model": args.model} if args.model else {})}
+    measured = {
+        "machine": machine(),
+        "threads": args.threads,
+        "sandbox": "netns" if SANDBOX else "none",
+        "model": base.get("model", "default"),
+    }
 
     def done(part: str) -> None:
         """Part measured: say where and when, and write the file (a later part failing loses nothing)."""
         result[part]["measured"] = measured
         save(result, Path(args.out))
+
     fixes = fix_tasks(args.fix_limit)
     fix_rows: list[dict[str, Any]] = []
     if "fix" in parts:
@@ -343,29 +405,49 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
                 await client.stop()
         summary = {name: speedups(off, rows, "fixed") for name, rows in configs.items()}
         for name, rows in configs.items():  # split by how much of the function the answer kept (off's answer)
-            keep = [kept_share(t["prompt"] + t["buggy_solution"], r["fixed"]) >= 0.9 for t, r in zip(sample, off,
-                    strict=True)]
+            keep = [
+                kept_share(t["prompt"] + t["buggy_solution"], r["fixed"]) >= 0.9
+                for t, r in zip(sample, off, strict=True)
+            ]
             for label, want in (("kept>=90%", True), ("kept<90%", False)):
                 a = [x for x, k in zip(off, keep, strict=True) if k == want]
                 b = [x for x, k in zip(rows, keep, strict=True) if k == want]
                 if a:
                     summary[name][label] = speedups(a, b, "fixed")
-        result["spec"] = {"summary": summary, "rows": {k: [{x: r[x] for x in ("task_id", "decode_tps", "ms",
-                          "decode_tokens", "draft_tokens", "accepted_tokens")} for r in v] for k, v in configs.items()}}
+        result["spec"] = {
+            "summary": summary,
+            "rows": {
+                k: [
+                    {
+                        x: r[x]
+                        for x in ("task_id", "decode_tps", "ms", "decode_tokens", "draft_tokens", "accepted_tokens")
+                    }
+                    for r in v
+                ]
+                for k, v in configs.items()
+            },
+        }
         print(json.dumps(summary, indent=2), flush=True)
         done("spec")
     if "rename" in parts:
         sample_r = rename_tasks(args.rename_tasks)
         runs: dict[str, Any] = {}
-        for name, opts in (("off", base), *((f"ngram-{k}", {**base, "speculation": "ngram",
-                           "speculativeTokens": k}) for k in (int(x) for x in args.spec_k.split(",")))):
+        for name, opts in (
+            ("off", base),
+            *(
+                (f"ngram-{k}", {**base, "speculation": "ngram", "speculativeTokens": k})
+                for k in (int(x) for x in args.spec_k.split(","))
+            ),
+        ):
             client = await start(opts, f"rename-{name}")
             try:
                 runs[name] = await run_rename(client, sample_r, f"rename {name}")
             finally:
                 await client.stop()
-        summary = {name: {**speedups(runs["off"], rows, "rewritten"),
-                          "exact_rename": sum(r["exact"] for r in rows)} for name, rows in runs.items()}
+        summary = {
+            name: {**speedups(runs["off"], rows, "rewritten"), "exact_rename": sum(r["exact"] for r in rows)}
+            for name, rows in runs.items()
+        }
         result["rename"] = {"summary": summary, "rows": runs}
         print(json.dumps(summary, indent=2), flush=True)
         done("rename")

@@ -61,9 +61,13 @@ async def timed(engine: Any, req: GenerationRequest) -> dict[str, float]:
             stats = ev.stats
     end = time.perf_counter()
     assert stats is not None
-    return {"ttft_ms": ((first or end) - t0) * 1000, "total_ms": (end - t0) * 1000,
-            "prompt_tokens": stats.prompt_tokens, "reused_tokens": stats.reused_tokens,
-            "preemptions": stats.preemptions}
+    return {
+        "ttft_ms": ((first or end) - t0) * 1000,
+        "total_ms": (end - t0) * 1000,
+        "prompt_tokens": stats.prompt_tokens,
+        "reused_tokens": stats.reused_tokens,
+        "preemptions": stats.preemptions,
+    }
 
 
 def vllm_engine(model: Path, **options: Any) -> Any:
@@ -109,9 +113,13 @@ async def bench_prefix_caching(model: Path, files: list[list[str]]) -> dict[str,
                         reused += r["reused_tokens"]
                         total += r["prompt_tokens"]
             result["cached" if caching else "uncached"] = {
-                "keystrokes": len(warm), "ttft_p50_ms": percentile(warm, 50), "ttft_p90_ms": percentile(warm, 90),
-                "cold_p50_ms": percentile(cold, 50), "reuse": reused / total if total else 0.0,
-                "prompt_tokens_mean": total / max(1, len(warm))}
+                "keystrokes": len(warm),
+                "ttft_p50_ms": percentile(warm, 50),
+                "ttft_p90_ms": percentile(warm, 90),
+                "cold_p50_ms": percentile(cold, 50),
+                "reuse": reused / total if total else 0.0,
+                "prompt_tokens_mean": total / max(1, len(warm)),
+            }
         finally:
             await engine.close()
     result["ratio_p50"] = result["cached"]["ttft_p50_ms"] / result["uncached"]["ttft_p50_ms"]
@@ -133,18 +141,28 @@ async def under_load(engine: Any, trials: int, bg_tokens: int, ia_tokens: int, d
     bg_totals: list[float] = []
     for t in range(trials):
         alone.append(await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)))
-        bgs = [asyncio.ensure_future(timed(engine, GenerationRequest(
-            background(8 * t + i), max_tokens=bg_tokens, priority=Priority.BACKGROUND))) for i in range(8)]
+        bgs = [
+            asyncio.ensure_future(
+                timed(
+                    engine, GenerationRequest(background(8 * t + i), max_tokens=bg_tokens, priority=Priority.BACKGROUND)
+                )
+            )
+            for i in range(8)
+        ]
         await asyncio.sleep(delay_s)
         loaded.append(await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=ia_tokens)))
         bg_totals += [r["total_ms"] for r in await asyncio.gather(*bgs)]
     a_ttft = percentile([r["ttft_ms"] for r in alone], 50)
     l_ttft = percentile([r["ttft_ms"] for r in loaded], 50)
-    return {"alone_ttft_ms": a_ttft, "loaded_ttft_ms": l_ttft, "ttft_ratio": l_ttft / a_ttft,
-            "alone_total_ms": percentile([r["total_ms"] for r in alone], 50),
-            "loaded_total_ms": percentile([r["total_ms"] for r in loaded], 50),
-            "interactive_preemptions": sum(r["preemptions"] for r in loaded),
-            "background_total_p50_ms": percentile(bg_totals, 50)}
+    return {
+        "alone_ttft_ms": a_ttft,
+        "loaded_ttft_ms": l_ttft,
+        "ttft_ratio": l_ttft / a_ttft,
+        "alone_total_ms": percentile([r["total_ms"] for r in alone], 50),
+        "loaded_total_ms": percentile([r["total_ms"] for r in loaded], 50),
+        "interactive_preemptions": sum(r["preemptions"] for r in loaded),
+        "background_total_p50_ms": percentile(bg_totals, 50),
+    }
 
 
 async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, Any]:
@@ -156,11 +174,17 @@ async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, 
 
 async def bench_priority_vllm(model: Path, trials: int, only: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
-    limits = {"vllm": {}, "vllm 4 seqs": {"max_num_seqs": 4},
-              "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}}}
+    limits = {
+        "vllm": {},
+        "vllm 4 seqs": {"max_num_seqs": 4},
+        "vllm small KV": {"max_model_len": 512, "extra_args": {"num_gpu_blocks_override": 40}},
+    }
     # fcfs; vLLM's priority scheduler alone; and with sparkls pausing lower classes (the default)
-    policies = {"fcfs": {"priority_scheduling": False}, "priority": {"pause_lower": False},
-                "priority+pause": {"pause_lower": True}}
+    policies = {
+        "fcfs": {"priority_scheduling": False},
+        "priority": {"pause_lower": False},
+        "priority+pause": {"pause_lower": True},
+    }
     for name, extra in limits.items():
         if only and name not in only.split(","):
             continue
@@ -220,12 +244,24 @@ async def bench_remote(model: Path, n: int) -> dict[str, Any]:
     finally:
         await local.close()
     log = Path(tempfile.gettempdir()) / "sparkls-bench-vllm-server.log"
-    res: dict[str, Any] = {"requests": n, "in_process_p50_ms": percentile(in_proc, 50),
-                           "in_process_p90_ms": percentile(in_proc, 90)}
+    res: dict[str, Any] = {
+        "requests": n,
+        "in_process_p50_ms": percentile(in_proc, 50),
+        "in_process_p90_ms": percentile(in_proc, 90),
+    }
     # the server as started in docs/engines.md, and without uvicorn's access log (a log line per request)
     for name, flags in {"remote": (), "remote_no_access_log": ("--disable-uvicorn-access-log",)}.items():
-        with vllm_server(model, "--scheduling-policy", "priority", "--kv-cache-memory-bytes", str(512 * 2**20),
-                         "--dtype", local_dtype, *flags, log=log) as url:
+        with vllm_server(
+            model,
+            "--scheduling-policy",
+            "priority",
+            "--kv-cache-memory-bytes",
+            str(512 * 2**20),
+            "--dtype",
+            local_dtype,
+            *flags,
+            log=log,
+        ) as url:
             remote = OpenAIEngine(OpenAIOptions(url=url))
             try:
                 over = await request_ms(remote, prompts)
@@ -243,29 +279,38 @@ def table(res: dict[str, Any]) -> str:
     rows.append("|---|---:|---:|---:|---:|---:|---:|")
     for k in ("cached", "uncached"):
         m = a[k]
-        rows.append(f"| prefix caching {'on' if k == 'cached' else 'off'} | {m['keystrokes']} | "
-                    f"{m['ttft_p50_ms']:.1f} ms | {m['ttft_p90_ms']:.1f} ms | {m['cold_p50_ms']:.1f} ms | "
-                    f"{m['prompt_tokens_mean']:.0f} | {m['reuse']:.1%} |")
+        rows.append(
+            f"| prefix caching {'on' if k == 'cached' else 'off'} | {m['keystrokes']} | "
+            f"{m['ttft_p50_ms']:.1f} ms | {m['ttft_p90_ms']:.1f} ms | {m['cold_p50_ms']:.1f} ms | "
+            f"{m['prompt_tokens_mean']:.0f} | {m['reuse']:.1%} |"
+        )
     rows.append(f"ratio cached / uncached TTFT p50: {a['ratio_p50']:.2f} (goal <= 0.5)\n")
     rows.append("(b) interactive request alone vs under 8 background requests")
-    rows.append("| engine, policy | TTFT alone | TTFT loaded | ratio | total alone | total loaded "
-                "| interactive preempted | preemptions | pauses | background total p50 |")
+    rows.append(
+        "| engine, policy | TTFT alone | TTFT loaded | ratio | total alone | total loaded "
+        "| interactive preempted | preemptions | pauses | background total p50 |"
+    )
     rows.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k, m in res["priority"].items():
         bg = m.get("background_total_p50_ms")
-        rows.append(f"| {k} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
-                    f"{m['alone_total_ms']:.0f} ms | {m['loaded_total_ms']:.0f} ms | {m['interactive_preemptions']} "
-                    f"| {m['preemptions_total']:.0f} | {m.get('pauses_total', 0):.0f} | "
-                    f"{'-' if bg is None else f'{bg:.0f} ms'} |")
+        rows.append(
+            f"| {k} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
+            f"{m['alone_total_ms']:.0f} ms | {m['loaded_total_ms']:.0f} ms | {m['interactive_preemptions']} "
+            f"| {m['preemptions_total']:.0f} | {m.get('pauses_total', 0):.0f} | "
+            f"{'-' if bg is None else f'{bg:.0f} ms'} |"
+        )
     c = res["remote"]
     rows.append("\n(c) remote backend vs in-process (same engine settings, 4-token completions)")
-    rows.append(f"in-process p50 {c['in_process_p50_ms']:.2f} ms, remote p50 {c['remote_p50_ms']:.2f} ms: "
-                f"overhead p50 {c['overhead_p50_ms']:.2f} ms over loopback (goal < 2 ms), n={c['requests']}")
+    rows.append(
+        f"in-process p50 {c['in_process_p50_ms']:.2f} ms, remote p50 {c['remote_p50_ms']:.2f} ms: "
+        f"overhead p50 {c['overhead_p50_ms']:.2f} ms over loopback (goal < 2 ms), n={c['requests']}"
+    )
     if "remote_no_access_log_p50_ms" in c:
-        rows.append(f"server without uvicorn's access log: remote p50 {c['remote_no_access_log_p50_ms']:.2f} ms, "
-                    f"overhead p50 {c['overhead_no_access_log_p50_ms']:.2f} ms")
+        rows.append(
+            f"server without uvicorn's access log: remote p50 {c['remote_no_access_log_p50_ms']:.2f} ms, "
+            f"overhead p50 {c['overhead_no_access_log_p50_ms']:.2f} ms"
+        )
     return "\n".join(rows)
-
 
 
 async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
@@ -310,10 +355,17 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--requests", type=int, default=60, help="requests for (c)")
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp in (b)")
-    ap.add_argument("--only-b", default="", metavar="ENGINES",
-                    help="re-run only (b) for these engines (vllm,llamacpp), keeping the other results of --out")
-    ap.add_argument("--limits", default="", help="with --only-b vllm: only these configurations "
-                    "(vllm, vllm 4 seqs, vllm small KV; comma-separated)")
+    ap.add_argument(
+        "--only-b",
+        default="",
+        metavar="ENGINES",
+        help="re-run only (b) for these engines (vllm,llamacpp), keeping the other results of --out",
+    )
+    ap.add_argument(
+        "--limits",
+        default="",
+        help="with --only-b vllm: only these configurations (vllm, vllm 4 seqs, vllm small KV; comma-separated)",
+    )
     ap.add_argument("--only-c", action="store_true", help="re-run only (c), keeping the other results of --out")
     ap.add_argument("--out", default=str(RESULTS / "engine_bench.json"))
     args = ap.parse_args()

@@ -79,12 +79,20 @@ CROSSFILE = ("crossfile-rich", "crossfile-corpus")
 BLOCK_SETS = ("humaneval-multi", "pack-block")
 PREFIX_TOKENS, SUFFIX_TOKENS = 1472, 512
 MAX_TOKENS = {"line": 64, "block": 256}
-RAW_STOPS = ("<|endoftext|>", "<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>", "<|fim_pad|>", "<|file_sep|>",
-             "<|repo_name|>")
+RAW_STOPS = (
+    "<|endoftext|>",
+    "<|fim_prefix|>",
+    "<|fim_suffix|>",
+    "<|fim_middle|>",
+    "<|fim_pad|>",
+    "<|file_sep|>",
+    "<|repo_name|>",
+)
 COMPILE_TIMEOUT_S, RUN_TIMEOUT_S = 60.0, 10.0
 
 
 # ---- running tests -----------------------------------------------------------------------------------------------
+
 
 def _tool(name: str) -> str | None:
     found = shutil.which(name)
@@ -96,16 +104,32 @@ def _tool(name: str) -> str | None:
 
 
 TOOLS = {name: _tool(name) for name in ("node", "g++", "javac", "java", "rustc", "go")}
-AVAILABLE = {"python": True, "node": bool(TOOLS["node"]), "cpp": bool(TOOLS["g++"]),
-             "java": bool(TOOLS["javac"] and TOOLS["java"]), "rust": bool(TOOLS["rustc"]), "go": bool(TOOLS["go"])}
-_RUST_CRATES = (("use rand::Rng;\n", r"\brand::|\bRng\b|thread_rng"), ("use regex::Regex;\n", r"\bRegex\b"),
-                ("use md5;\n", r"\bmd5::"))
+AVAILABLE = {
+    "python": True,
+    "node": bool(TOOLS["node"]),
+    "cpp": bool(TOOLS["g++"]),
+    "java": bool(TOOLS["javac"] and TOOLS["java"]),
+    "rust": bool(TOOLS["rustc"]),
+    "go": bool(TOOLS["go"]),
+}
+_RUST_CRATES = (
+    ("use rand::Rng;\n", r"\brand::|\bRng\b|thread_rng"),
+    ("use regex::Regex;\n", r"\bRegex\b"),
+    ("use md5;\n", r"\bmd5::"),
+)
 
 
 def _run(cmd: list[str], cwd: str, timeout_s: float) -> subprocess.CompletedProcess[bytes] | None:
     """A sandboxed command; None when it timed out."""
-    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": cwd, "TMPDIR": cwd, "GOCACHE": f"{cwd}/.gocache",
-           "GOPATH": f"{cwd}/.gopath", "GOFLAGS": "-mod=mod", "GOPROXY": "off"}
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": cwd,
+        "TMPDIR": cwd,
+        "GOCACHE": f"{cwd}/.gocache",
+        "GOPATH": f"{cwd}/.gopath",
+        "GOFLAGS": "-mod=mod",
+        "GOPROXY": "off",
+    }
     try:
         return subprocess.run([*SANDBOX, *cmd], cwd=cwd, capture_output=True, timeout=timeout_s, env=env)
     except subprocess.TimeoutExpired:
@@ -134,8 +158,11 @@ def _cpp(program: str, tmp: str) -> bool:
 
 def _java(program: str, tmp: str) -> bool:
     Path(tmp, "Main.java").write_text(program)
-    return _compiled(tmp, [str(TOOLS["javac"]), "-nowarn", "-d", ".", "Main.java"],
-                     [str(TOOLS["java"]), "-Xss16m", "-cp", ".", "Main"])
+    return _compiled(
+        tmp,
+        [str(TOOLS["javac"]), "-nowarn", "-d", ".", "Main.java"],
+        [str(TOOLS["java"]), "-Xss16m", "-cp", ".", "Main"],
+    )
 
 
 def _rust(program: str, tmp: str) -> bool:
@@ -143,8 +170,9 @@ def _rust(program: str, tmp: str) -> bool:
         if not re.search(used, program.replace(line, "")):
             program = program.replace(line, "")
     Path(tmp, "prog.rs").write_text(program)
-    return _compiled(tmp, [str(TOOLS["rustc"]), "--edition", "2021", "--test", "-A", "warnings", "-o", "prog",
-                           "prog.rs"], ["./prog"])
+    return _compiled(
+        tmp, [str(TOOLS["rustc"]), "--edition", "2021", "--test", "-A", "warnings", "-o", "prog", "prog.rs"], ["./prog"]
+    )
 
 
 def _go(program: str, tmp: str) -> bool:
@@ -154,8 +182,7 @@ def _go(program: str, tmp: str) -> bool:
     return r is not None and r.returncode == 0
 
 
-_RUNNERS: dict[str, Callable[[str, str], bool]] = {"node": _node, "cpp": _cpp, "java": _java, "rust": _rust,
-                                                   "go": _go}
+_RUNNERS: dict[str, Callable[[str, str], bool]] = {"node": _node, "cpp": _cpp, "java": _java, "rust": _rust, "go": _go}
 
 
 def program_of(src: Source, document: str) -> str:
@@ -202,14 +229,14 @@ class Tests:
 
 # ---- the raw model -----------------------------------------------------------------------------------------------
 
+
 class RawModel:
     """The GGUF with nothing of sparkls around it: the ceiling a prompt and post-processing can reach."""
 
     def __init__(self, path: Path, threads: int) -> None:
         from llama_cpp import Llama
 
-        self.llm = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads,
-                         verbose=False)
+        self.llm = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
         ids = [self._special(s) for s in ("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>")]
         self.fim_prefix, self.fim_suffix, self.fim_middle = ids
         self.stops = {self._special(s) for s in RAW_STOPS} | {self.llm.token_eos()}
@@ -254,6 +281,7 @@ def run_raw(tasks: list[Task], path: Path, threads: int) -> dict[str, dict[str, 
 
 # ---- the server --------------------------------------------------------------------------------------------------
 
+
 def offset_of(text: str, line: int, character: int) -> int:
     """String offset of a UTF-16 LSP position."""
     start = 0
@@ -289,8 +317,15 @@ def document_uri(task: Task) -> str:
     return f"file:///fim-eval/{src.set}/{src.path}"
 
 
-async def run_server(tasks: list[Task], options: dict[str, Any], root: str | None, log_path: Path,
-                     invoked: bool, timeout_s: float, label: str) -> dict[str, dict[str, Any]]:
+async def run_server(
+    tasks: list[Task],
+    options: dict[str, Any],
+    root: str | None,
+    log_path: Path,
+    invoked: bool,
+    timeout_s: float,
+    label: str,
+) -> dict[str, dict[str, Any]]:
     client = Client(log_path)
     await client.start(options, root=Path(root) if root else None)
     out: dict[str, dict[str, Any]] = {}
@@ -304,8 +339,12 @@ async def run_server(tasks: list[Task], options: dict[str, Any], root: str | Non
             t0 = time.perf_counter()
             error = None
             try:
-                res = await asyncio.wait_for(client.lc.text_document_inline_completion_async(
-                    client.inline_params(uri, task.doc, task.cursor, invoked)), timeout_s)
+                res = await asyncio.wait_for(
+                    client.lc.text_document_inline_completion_async(
+                        client.inline_params(uri, task.doc, task.cursor, invoked)
+                    ),
+                    timeout_s,
+                )
             except Exception as e:  # a failed request is an empty answer, reported
                 res, error = None, f"{type(e).__name__}: {e}"
             ms = (time.perf_counter() - t0) * 1000
@@ -315,8 +354,10 @@ async def run_server(tasks: list[Task], options: dict[str, Any], root: str | Non
                 item = res.items[0]
                 rng = None
                 if item.range is not None:
-                    rng = (offset_of(task.doc, item.range.start.line, item.range.start.character),
-                           offset_of(task.doc, item.range.end.line, item.range.end.character))
+                    rng = (
+                        offset_of(task.doc, item.range.start.line, item.range.start.character),
+                        offset_of(task.doc, item.range.end.line, item.range.end.character),
+                    )
                 text = inserted(task.doc, task.cursor, str(item.insert_text), rng)
             out[task.key] = {"completion": text, "ms": ms, **({"error": error} if error else {})}
             progress(label, i, tasks)
@@ -333,6 +374,7 @@ def settings_problems(log_path: Path) -> list[str]:
 
 
 # ---- scoring -----------------------------------------------------------------------------------------------------
+
 
 def first_line(s: str | None) -> str | None:
     if s is None:
@@ -361,9 +403,13 @@ def score(task: Task, answer: dict[str, Any], tests: Tests) -> dict[str, Any]:
     completion = answer["completion"]
     text = produced(task, completion)
     middle = task.source.middle
-    row = {"completion": completion, "ms": round(answer["ms"], 1), "empty": not completion.strip(),
-           "em": text is not None and first_line(text) == first_line(middle),
-           "pass": tests.result(task.source, task.doc[: task.cursor] + completion + task.doc[task.cursor :])}
+    row = {
+        "completion": completion,
+        "ms": round(answer["ms"], 1),
+        "empty": not completion.strip(),
+        "em": text is not None and first_line(text) == first_line(middle),
+        "pass": tests.result(task.source, task.doc[: task.cursor] + completion + task.doc[task.cursor :]),
+    }
     if task.source.kind == "block":
         got, want = block_lines(text), block_lines(middle)
         row["block_em"] = got == want
@@ -374,6 +420,7 @@ def score(task: Task, answer: dict[str, Any], tests: Tests) -> dict[str, Any]:
 
 
 # ---- summary -----------------------------------------------------------------------------------------------------
+
 
 def _mean(values: Iterable[Any]) -> float | None:
     vals = [float(v) for v in values if v is not None]
@@ -392,17 +439,24 @@ def summarize(rows: list[dict[str, Any]], systems: list[str]) -> list[dict[str, 
             groups[(model, name, "all", placement)].extend(members)
     out = []
     for (model, name, lang, placement), members in sorted(groups.items()):
-        line: dict[str, Any] = {"model": model, "set": name, "language": lang, "placement": placement,
-                                "n": len(members)}
+        line: dict[str, Any] = {
+            "model": model,
+            "set": name,
+            "language": lang,
+            "placement": placement,
+            "n": len(members),
+        }
         for system in systems:
             got = [m[system] for m in members if system in m]
             if not got:
                 continue
             line[system] = {
-                "em": _mean(g["em"] for g in got), "empty": _mean(g["empty"] for g in got),
+                "em": _mean(g["em"] for g in got),
+                "empty": _mean(g["empty"] for g in got),
                 "block_em": _mean(g.get("block_em") for g in got),
                 "block_prefix_em": _mean(g.get("block_prefix_em") for g in got),
-                "pass@1": _mean(g["pass"] for g in got), "tested": sum(g["pass"] is not None for g in got),
+                "pass@1": _mean(g["pass"] for g in got),
+                "tested": sum(g["pass"] is not None for g in got),
                 "median_ms": statistics.median(g["ms"] for g in got),
             }
         if "sparkls" in line and "raw" in line:
@@ -420,8 +474,22 @@ def _pct(v: float | None) -> str:
 
 
 def table(summary: list[dict[str, Any]]) -> str:
-    head = ["model", "set", "lang", "place", "n", "EM sparkls", "EM noctx", "EM raw", "loss pts", "block s/r",
-            "block+ s/r", "empty% s/r", "pass@1 s/r", "ms s/r"]
+    head = [
+        "model",
+        "set",
+        "lang",
+        "place",
+        "n",
+        "EM sparkls",
+        "EM noctx",
+        "EM raw",
+        "loss pts",
+        "block s/r",
+        "block+ s/r",
+        "empty% s/r",
+        "pass@1 s/r",
+        "ms s/r",
+    ]
     lines = [head]
     for s in summary:
         sp, nc, raw = s.get("sparkls", {}), s.get("sparkls-noctx", {}), s.get("raw", {})
@@ -429,46 +497,82 @@ def table(summary: list[dict[str, Any]]) -> str:
         def pair(key: str, a: dict[str, Any] = sp, b: dict[str, Any] = raw) -> str:
             return f"{_pct(a.get(key))}/{_pct(b.get(key))}"
 
-        lines.append([
-            s["model"].removeprefix("qwen2.5-coder-"), s["set"], s["language"], s["placement"], str(s["n"]),
-            _pct(sp.get("em")), _pct(nc.get("em")), _pct(raw.get("em")),
-            "-" if "loss_points" not in s else f"{s['loss_points']:.1f}",
-            *((pair("block_em"), pair("block_prefix_em")) if s["set"] in BLOCK_SETS else ("", "")),
-            pair("empty"), pair("pass@1"),
-            "/".join("-" if x.get("median_ms") is None else f"{x['median_ms']:.0f}" for x in (sp, raw))])
+        lines.append(
+            [
+                s["model"].removeprefix("qwen2.5-coder-"),
+                s["set"],
+                s["language"],
+                s["placement"],
+                str(s["n"]),
+                _pct(sp.get("em")),
+                _pct(nc.get("em")),
+                _pct(raw.get("em")),
+                "-" if "loss_points" not in s else f"{s['loss_points']:.1f}",
+                *((pair("block_em"), pair("block_prefix_em")) if s["set"] in BLOCK_SETS else ("", "")),
+                pair("empty"),
+                pair("pass@1"),
+                "/".join("-" if x.get("median_ms") is None else f"{x['median_ms']:.0f}" for x in (sp, raw)),
+            ]
+        )
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
-    cells = [[c.rjust(w) if i >= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
-             for row in lines]
+    cells = [
+        [c.rjust(w) if i >= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        for row in lines
+    ]
     return "\n".join("  ".join(row) for row in cells)
 
 
 def engines_table(summary: list[dict[str, Any]]) -> str:
     """The server on llama.cpp (l) and on vLLM (v), same model, same run, beside the raw model (r)."""
-    head = ["model", "set", "lang", "place", "n", "EM l", "EM v", "EM raw", "v-l pts", "empty% l/v", "pass@1 l/v/r",
-            "ms l/v"]
+    head = [
+        "model",
+        "set",
+        "lang",
+        "place",
+        "n",
+        "EM l",
+        "EM v",
+        "EM raw",
+        "v-l pts",
+        "empty% l/v",
+        "pass@1 l/v/r",
+        "ms l/v",
+    ]
     lines = [head]
     for s in summary:
         sp, v, raw = s.get("sparkls", {}), s.get("sparkls-vllm", {}), s.get("raw", {})
         if not v:
             continue
         gap = "-" if sp.get("em") is None or v.get("em") is None else f"{100 * (v['em'] - sp['em']):.1f}"
-        lines.append([
-            s["model"].removeprefix("qwen2.5-coder-"), s["set"], s["language"], s["placement"], str(s["n"]),
-            _pct(sp.get("em")), _pct(v.get("em")), _pct(raw.get("em")), gap,
-            f"{_pct(sp.get('empty'))}/{_pct(v.get('empty'))}",
-            "/".join(_pct(x.get("pass@1")) for x in (sp, v, raw)),
-            "/".join("-" if x.get("median_ms") is None else f"{x['median_ms']:.0f}" for x in (sp, v))])
+        lines.append(
+            [
+                s["model"].removeprefix("qwen2.5-coder-"),
+                s["set"],
+                s["language"],
+                s["placement"],
+                str(s["n"]),
+                _pct(sp.get("em")),
+                _pct(v.get("em")),
+                _pct(raw.get("em")),
+                gap,
+                f"{_pct(sp.get('empty'))}/{_pct(v.get('empty'))}",
+                "/".join(_pct(x.get("pass@1")) for x in (sp, v, raw)),
+                "/".join("-" if x.get("median_ms") is None else f"{x['median_ms']:.0f}" for x in (sp, v)),
+            ]
+        )
     widths = [max(len(row[i]) for row in lines) for i in range(len(head))]
-    return "\n".join("  ".join(c.rjust(w) if i >= 4 else c.ljust(w)
-                               for i, (c, w) in enumerate(zip(row, widths, strict=True))) for row in lines)
+    return "\n".join(
+        "  ".join(c.rjust(w) if i >= 4 else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+        for row in lines
+    )
 
 
 # ---- main --------------------------------------------------------------------------------------------------------
 
+
 def progress(label: str, i: int, tasks: list[Task]) -> None:
     if (i + 1) % 25 == 0 or i + 1 == len(tasks):
         print(f"  {label}: {i + 1}/{len(tasks)}", flush=True)
-
 
 
 def parse_args() -> argparse.Namespace:
@@ -476,19 +580,34 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sets", default=",".join(SETS), help="comma list of task sets")
     ap.add_argument("--placements", default=",".join(PLACEMENTS), help="comma list of cursor placements")
     ap.add_argument("--limit", type=int, default=None, help="tasks per set (per language for pack sets)")
-    ap.add_argument("--heldout", action="store_true", help="the --limit tasks half-way between the ones --limit "
-                    "picks (none the same): a development slice to choose settings on, away from the reported tasks")
+    ap.add_argument(
+        "--heldout",
+        action="store_true",
+        help="the --limit tasks half-way between the ones --limit "
+        "picks (none the same): a development slice to choose settings on, away from the reported tasks",
+    )
     ap.add_argument("--models", default="0.5b", help="comma list: 0.5b, 1.5b")
     ap.add_argument("--threads", type=int, default=1, help="CPU threads, the server's and the raw model's")
-    ap.add_argument("--settings", default="{}", help='extra server settings as JSON, e.g. \'{"suffixTokens": 256}\'')
+    ap.add_argument("--settings", default="{}", help="extra server settings as JSON, e.g. '{\"suffixTokens\": 256}'")
     ap.add_argument("--skip-raw", action="store_true", help="do not run the raw model")
-    ap.add_argument("--vllm-model", default="", help="an HF checkpoint of the same model (`sparkls convert-model "
-                    "DIR`): adds system `sparkls-vllm`, the server on the vLLM engine, beside llama.cpp's")
-    ap.add_argument("--invoked", action="store_true",
-                    help="ask as an explicit invocation (triggerKind Invoked) instead of while typing")
+    ap.add_argument(
+        "--vllm-model",
+        default="",
+        help="an HF checkpoint of the same model (`sparkls convert-model "
+        "DIR`): adds system `sparkls-vllm`, the server on the vLLM engine, beside llama.cpp's",
+    )
+    ap.add_argument(
+        "--invoked",
+        action="store_true",
+        help="ask as an explicit invocation (triggerKind Invoked) instead of while typing",
+    )
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per server request")
-    ap.add_argument("--set", choices=("single", "multi"), default=None,
-                    help="(old interface) = --sets humaneval-<set> --placements col0")
+    ap.add_argument(
+        "--set",
+        choices=("single", "multi"),
+        default=None,
+        help="(old interface) = --sets humaneval-<set> --placements col0",
+    )
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fim_eval.json"))
     args = ap.parse_args()
     if args.set:
@@ -496,8 +615,11 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def server_runs(tasks: list[Task], options: dict[str, Any], vllm_model: str = "",
-                ) -> list[tuple[str, str | None, dict[str, Any], list[Task]]]:
+def server_runs(
+    tasks: list[Task],
+    options: dict[str, Any],
+    vllm_model: str = "",
+) -> list[tuple[str, str | None, dict[str, Any], list[Task]]]:
     """(system, workspace root, settings, tasks) per server start: one per root, twice for a cross-file root,
     and once more per root on the vLLM engine when `vllm_model` names the same model converted."""
     runs: list[tuple[str, str | None, dict[str, Any], list[Task]]] = []
@@ -511,8 +633,15 @@ def server_runs(tasks: list[Task], options: dict[str, Any], vllm_model: str = ""
     return runs
 
 
-def generate(model: str, path: Path, tasks: list[Task], args: argparse.Namespace, extra: dict[str, Any],
-             scratch: Path, problems: dict[str, list[str]]) -> dict[str, dict[str, dict[str, Any]]]:
+def generate(
+    model: str,
+    path: Path,
+    tasks: list[Task],
+    args: argparse.Namespace,
+    extra: dict[str, Any],
+    scratch: Path,
+    problems: dict[str, list[str]],
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Every system's answers for one model: system -> task key -> answer; the raw model first, then each server."""
     answers: dict[str, dict[str, dict[str, Any]]] = {}
     if not args.skip_raw:
@@ -523,8 +652,9 @@ def generate(model: str, path: Path, tasks: list[Task], args: argparse.Namespace
         label = f"{model} {system}" + (f" @ {root}" if root else "")
         print(f"{label}: {len(group)} tasks", flush=True)
         log_path = scratch / f"server-{model}-{n}-{system}.log"
-        answers.setdefault(system, {}).update(asyncio.run(run_server(
-            group, opts, root, log_path, args.invoked, args.timeout, label)))
+        answers.setdefault(system, {}).update(
+            asyncio.run(run_server(group, opts, root, log_path, args.invoked, args.timeout, label))
+        )
         problems[label] = settings_problems(log_path)
         for p in problems[label]:
             print(f"  server: {p}", flush=True)
@@ -536,8 +666,11 @@ def main() -> int:
     sets = [s for s in args.sets.split(",") if s]
     placements = tuple(p for p in args.placements.split(",") if p)
     models = [MODELS.get(m, m) for m in args.models.split(",") if m]
-    unknown = [s for s in sets if s not in SETS] + [p for p in placements if p not in PLACEMENTS] + \
-        [m for m in models if m not in MODELS.values()]
+    unknown = (
+        [s for s in sets if s not in SETS]
+        + [p for p in placements if p not in PLACEMENTS]
+        + [m for m in models if m not in MODELS.values()]
+    )
     if unknown:
         print(f"unknown: {unknown}; sets {SETS}, placements {PLACEMENTS}, models {list(MODELS)}", file=sys.stderr)
         return 2
@@ -550,9 +683,12 @@ def main() -> int:
     corpus_root = fim_tasks.layout_corpus(scratch / "corpus") if "crossfile-corpus" in sets else None
     sources = [s for name in sets for s in fim_tasks.build(name, args.limit, corpus_root, args.heldout)]
     tasks = fim_tasks.tasks(sources, placements)
-    print(f"{len(tasks)} tasks ({', '.join(f'{n} {sum(t.source.set == n for t in tasks)}' for n in sets)}); "
-          f"tests: {', '.join(k for k, v in AVAILABLE.items() if v)}; sandbox {'netns' if SANDBOX else 'no netns'}; "
-          f"{machine()['cpu']}, {os.cpu_count()} cores, {args.threads} thread(s)", flush=True)
+    print(
+        f"{len(tasks)} tasks ({', '.join(f'{n} {sum(t.source.set == n for t in tasks)}' for n in sets)}); "
+        f"tests: {', '.join(k for k, v in AVAILABLE.items() if v)}; sandbox {'netns' if SANDBOX else 'no netns'}; "
+        f"{machine()['cpu']}, {os.cpu_count()} cores, {args.threads} thread(s)",
+        flush=True,
+    )
     t_start = time.perf_counter()
     tests, rows = Tests(), []
     problems: dict[str, list[str]] = {}
@@ -567,30 +703,61 @@ def main() -> int:
         answers = generate(model, path, tasks, args, extra, scratch, problems)
         print(f"{model}: running tests", flush=True)
         for task in tasks:
-            row: dict[str, Any] = {"model": model, "set": task.source.set, "task_id": task.source.task_id,
-                                   "language": task.source.language, "placement": task.placement,
-                                   "path": task.source.path, "masked": task.source.middle, "expected": task.expected}
-            rows.append(row | {system: score(task, got[task.key], tests) for system, got in answers.items()
-                               if task.key in got})  # sparkls-noctx answers the cross-file sets only
-    systems = ["sparkls", *(["sparkls-noctx"] if any(s in CROSSFILE for s in sets) else []),
-               *(["sparkls-vllm"] if args.vllm_model else []), *([] if args.skip_raw else ["raw"])]
+            row: dict[str, Any] = {
+                "model": model,
+                "set": task.source.set,
+                "task_id": task.source.task_id,
+                "language": task.source.language,
+                "placement": task.placement,
+                "path": task.source.path,
+                "masked": task.source.middle,
+                "expected": task.expected,
+            }
+            rows.append(
+                row | {system: score(task, got[task.key], tests) for system, got in answers.items() if task.key in got}
+            )  # sparkls-noctx answers the cross-file sets only
+    systems = [
+        "sparkls",
+        *(["sparkls-noctx"] if any(s in CROSSFILE for s in sets) else []),
+        *(["sparkls-vllm"] if args.vllm_model else []),
+        *([] if args.skip_raw else ["raw"]),
+    ]
     summary = summarize(rows, systems)
     print(table(summary))
     if args.vllm_model:
         print("\nllama.cpp (l) vs vLLM (v), the same model through the same server:\n" + engines_table(summary))
     if tests.reference_failures:
-        print(f"canonical solutions failing their tests here (pass@1 null): {len(tests.reference_failures)}: "
-              f"{', '.join(tests.reference_failures[:12])}{' ...' if len(tests.reference_failures) > 12 else ''}")
-    meta = {"date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "argv": sys.argv,
-            "commit": commit, "machine": machine(), "models": models, "skipped_models": skipped,
-            "threads": args.threads,
-            "settings": extra, "sets": sets, "placements": list(placements), "limit": args.limit,
-            "heldout": args.heldout,
-            "trigger": "invoked" if args.invoked else "automatic", "systems": systems,
-            "raw_prompt": {"prefix_tokens": PREFIX_TOKENS, "suffix_tokens": SUFFIX_TOKENS, "max_tokens": MAX_TOKENS,
-                           "stops": RAW_STOPS},
-            "tests": dict(AVAILABLE), "sandbox": bool(SANDBOX), "reference_failures": tests.reference_failures,
-            "server_settings_problems": problems, "wall_s": round(time.perf_counter() - t_start, 1)}
+        print(
+            f"canonical solutions failing their tests here (pass@1 null): {len(tests.reference_failures)}: "
+            f"{', '.join(tests.reference_failures[:12])}{' ...' if len(tests.reference_failures) > 12 else ''}"
+        )
+    meta = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "argv": sys.argv,
+        "commit": commit,
+        "machine": machine(),
+        "models": models,
+        "skipped_models": skipped,
+        "threads": args.threads,
+        "settings": extra,
+        "sets": sets,
+        "placements": list(placements),
+        "limit": args.limit,
+        "heldout": args.heldout,
+        "trigger": "invoked" if args.invoked else "automatic",
+        "systems": systems,
+        "raw_prompt": {
+            "prefix_tokens": PREFIX_TOKENS,
+            "suffix_tokens": SUFFIX_TOKENS,
+            "max_tokens": MAX_TOKENS,
+            "stops": RAW_STOPS,
+        },
+        "tests": dict(AVAILABLE),
+        "sandbox": bool(SANDBOX),
+        "reference_failures": tests.reference_failures,
+        "server_settings_problems": problems,
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"meta": meta, "summary": summary, "rows": rows}, indent=1, ensure_ascii=False))

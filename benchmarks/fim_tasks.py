@@ -56,15 +56,35 @@ CORPUS = SHARED / "corpus"
 SETS = ("humaneval-single", "humaneval-multi", "pack-line", "pack-block", "crossfile-rich", "crossfile-corpus")
 PLACEMENTS = ("col0", "indent", "eol", "api")
 PACK_LANGUAGES = ("python", "js", "java", "go", "cpp", "rust")
-LSP_LANGUAGE = {"python": "python", "js": "javascript", "java": "java", "go": "go", "cpp": "cpp", "rust": "rust",
-                "typescript": "typescript"}
+LSP_LANGUAGE = {
+    "python": "python",
+    "js": "javascript",
+    "java": "java",
+    "go": "go",
+    "cpp": "cpp",
+    "rust": "rust",
+    "typescript": "typescript",
+}
 EXTENSION = {"python": "py", "js": "js", "java": "java", "go": "go", "cpp": "cpp", "rust": "rs"}
 # The statements that hold a body's statements, per tree-sitter grammar.
 BODIES = frozenset({"block", "statement_block", "statement_list", "compound_statement"})
 COMPOUND = re.compile(r"for|while|if|loop|switch|match|try|with|do_")
 # HumanEvalPack's C++ harness puts these before every program (bigcode-evaluation-harness, humanevalpack.py).
-CPP_HEADERS = "".join(f"#include<{h}>\n" for h in (
-    "stdlib.h", "algorithm", "math.h", "stdio.h", "vector", "string", "climits", "cstring", "iostream", "cassert"))
+CPP_HEADERS = "".join(
+    f"#include<{h}>\n"
+    for h in (
+        "stdlib.h",
+        "algorithm",
+        "math.h",
+        "stdio.h",
+        "vector",
+        "string",
+        "climits",
+        "cstring",
+        "iostream",
+        "cassert",
+    )
+)
 
 
 @dataclass(frozen=True)
@@ -120,15 +140,21 @@ def place(src: Source, placement: str) -> Task:
         task = Task(src, placement, prefix + suffix, len(prefix), middle)
     elif placement == "indent":
         indent = middle[: len(middle) - len(middle.lstrip(" \t"))]
-        task = Task(src, placement, prefix + indent + "\n" + suffix, len(prefix) + len(indent),
-                    middle[len(indent) : -1])
+        task = Task(
+            src, placement, prefix + indent + "\n" + suffix, len(prefix) + len(indent), middle[len(indent) : -1]
+        )
     elif placement == "eol":
         assert prefix, f"{src.task_id}: no line before the masked span"
         task = Task(src, placement, prefix + suffix, len(prefix) - 1, "\n" + middle[:-1])
     elif placement == "api":
         assert src.split is not None and 0 < src.split < len(middle) - 1, src.task_id
-        task = Task(src, placement, prefix + middle[: src.split] + "\n" + suffix, len(prefix) + src.split,
-                    middle[src.split : -1])
+        task = Task(
+            src,
+            placement,
+            prefix + middle[: src.split] + "\n" + suffix,
+            len(prefix) + src.split,
+            middle[src.split : -1],
+        )
     else:
         raise ValueError(f"unknown placement {placement!r}")
     assert task.doc[: task.cursor] + task.expected + task.doc[task.cursor :] == src.text, (src.task_id, placement)
@@ -169,6 +195,7 @@ def maskable(line: str) -> bool:
 
 # ---- HumanEval infilling ---------------------------------------------------------------------------------------
 
+
 def humaneval(which: str, limit: int | None, heldout: bool = False) -> list[Source]:
     name = {"humaneval-single": "HumanEval-SingleLineInfilling", "humaneval-multi": "HumanEval-MultiLineInfilling"}
     with gzip.open(INFILLING / f"{name[which]}.jsonl.gz", "rt") as f:
@@ -176,14 +203,24 @@ def humaneval(which: str, limit: int | None, heldout: bool = False) -> list[Sour
     out = []
     for i, r in enumerate(rows):
         start = len(r["prompt"])
-        out.append(Source(which, r["task_id"], "python", f"humaneval/{i}/task.py",
-                          r["prompt"] + r["canonical_solution"] + r["suffix"], start,
-                          start + len(r["canonical_solution"]), runner="python",
-                          test_suffix=f"\n\n{r['test']}\n\ncheck({r['entry_point']})\n"))
+        out.append(
+            Source(
+                which,
+                r["task_id"],
+                "python",
+                f"humaneval/{i}/task.py",
+                r["prompt"] + r["canonical_solution"] + r["suffix"],
+                start,
+                start + len(r["canonical_solution"]),
+                runner="python",
+                test_suffix=f"\n\n{r['test']}\n\ncheck({r['entry_point']})\n",
+            )
+        )
     return out
 
 
 # ---- HumanEvalPack ---------------------------------------------------------------------------------------------
+
 
 def pack_rows(language: str) -> list[dict[str, Any]]:
     with (PACK / f"humanevalpack_{language}.jsonl").open() as f:
@@ -220,8 +257,16 @@ def pack_line(language: str, row: dict[str, Any]) -> Source | None:
     if not spans:
         return None
     a, b = spans[pick(row["task_id"], "line", len(spans))]
-    return Source("pack-line", row["task_id"], language, f"{row['task_id'].replace('/', '_')}.{EXTENSION[language]}",
-                  text, a, b, **pack_tests(language, row))
+    return Source(
+        "pack-line",
+        row["task_id"],
+        language,
+        f"{row['task_id'].replace('/', '_')}.{EXTENSION[language]}",
+        text,
+        a,
+        b,
+        **pack_tests(language, row),
+    )
 
 
 def statements(node: Node) -> Iterator[Node]:
@@ -268,12 +313,24 @@ def pack_block(language: str, row: dict[str, Any]) -> Source | None:
     if not spans:
         return None
     a, b, _ = spans[pick(row["task_id"], "block", len(spans))]
-    return Source("pack-block", row["task_id"], language,
-                  f"{row['task_id'].replace('/', '_')}.{EXTENSION[language]}", text, a, b, **pack_tests(language, row))
+    return Source(
+        "pack-block",
+        row["task_id"],
+        language,
+        f"{row['task_id'].replace('/', '_')}.{EXTENSION[language]}",
+        text,
+        a,
+        b,
+        **pack_tests(language, row),
+    )
 
 
-def pack(which: str, limit: int | None, languages: tuple[str, ...] = PACK_LANGUAGES, heldout: bool = False,
-         ) -> list[Source]:
+def pack(
+    which: str,
+    limit: int | None,
+    languages: tuple[str, ...] = PACK_LANGUAGES,
+    heldout: bool = False,
+) -> list[Source]:
     """`limit` tasks per language (every k-th of those with a maskable span)."""
     build = pack_line if which == "pack-line" else pack_block
     out: list[Source] = []
@@ -285,10 +342,16 @@ def pack(which: str, limit: int | None, languages: tuple[str, ...] = PACK_LANGUA
 
 # ---- cross-file ------------------------------------------------------------------------------------------------
 
-_EXCLUDED_ANCESTORS = frozenset({
-    "import_statement", "import_from_statement", "future_import_statement", "import_declaration", "use_declaration",
-    "package_clause",
-})
+_EXCLUDED_ANCESTORS = frozenset(
+    {
+        "import_statement",
+        "import_from_statement",
+        "future_import_statement",
+        "import_declaration",
+        "use_declaration",
+        "package_clause",
+    }
+)
 _USE_FOLLOWERS = (b"(", b".", b"::", b"{")
 
 
@@ -342,8 +405,9 @@ def usage_lines(text: str, language: str, names: dict[str, str], kinds: frozense
     return first
 
 
-def _sources(set_name: str, task_prefix: str, language: str, path: str, text: str, root: Path,
-             used: dict[str, tuple[int, int]]) -> list[Source]:
+def _sources(
+    set_name: str, task_prefix: str, language: str, path: str, text: str, root: Path, used: dict[str, tuple[int, int]]
+) -> list[Source]:
     """One source per line in `used`, its `api` cut at the first cross-file use on that line."""
     spans = lines_of(text)
     cuts: dict[int, int] = {}
@@ -354,8 +418,9 @@ def _sources(set_name: str, task_prefix: str, language: str, path: str, text: st
         a, b = spans[row]
         rest = text[a + cuts[row] : b]  # no `api` cut where nothing but brackets follows (`Foo(` + newline)
         split = cuts[row] if re.search(r"[A-Za-z0-9_]", rest) else None
-        out.append(Source(set_name, f"{task_prefix}{path}:{row + 1}", language, path, text, a, b, root=str(root),
-                          split=split))
+        out.append(
+            Source(set_name, f"{task_prefix}{path}:{row + 1}", language, path, text, a, b, root=str(root), split=split)
+        )
     return out
 
 
@@ -411,12 +476,30 @@ def crossfile_rich(limit: int | None, root: Path = RICH, heldout: bool = False) 
 # Top-level definitions per corpus language: node type -> how to find the names.
 _DEFINITION_TYPES = {
     "python": ("function_definition", "class_definition", "decorated_definition"),
-    "typescript": ("function_declaration", "class_declaration", "abstract_class_declaration", "interface_declaration",
-                   "type_alias_declaration", "enum_declaration", "lexical_declaration", "variable_declaration",
-                   "internal_module", "module", "function_signature"),
+    "typescript": (
+        "function_declaration",
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "type_alias_declaration",
+        "enum_declaration",
+        "lexical_declaration",
+        "variable_declaration",
+        "internal_module",
+        "module",
+        "function_signature",
+    ),
     "go": ("function_declaration", "type_declaration", "const_declaration", "var_declaration"),
-    "rust": ("function_item", "struct_item", "enum_item", "trait_item", "type_item", "const_item", "static_item",
-             "union_item"),
+    "rust": (
+        "function_item",
+        "struct_item",
+        "enum_item",
+        "trait_item",
+        "type_item",
+        "const_item",
+        "static_item",
+        "union_item",
+    ),
 }
 _USAGE_KINDS = {
     "python": frozenset({"identifier"}),
@@ -435,8 +518,12 @@ def top_level_names(text: str, language: str) -> set[str]:
     if tree is None:
         return names
     nodes = list(tree.root_node.named_children)
-    nodes += [c for n in nodes if n.type in ("export_statement", "ambient_declaration", "expression_statement")
-              for c in n.named_children]
+    nodes += [
+        c
+        for n in nodes
+        if n.type in ("export_statement", "ambient_declaration", "expression_statement")
+        for c in n.named_children
+    ]
     for node in nodes:
         if node.type not in _DEFINITION_TYPES[language]:
             continue
@@ -447,8 +534,9 @@ def top_level_names(text: str, language: str) -> set[str]:
             if name is None:
                 continue
             parts = name.named_children if name.type == "expression_list" else [name]  # Go: const a, b = ...
-            names.update(_node_text(source, i) for i in parts
-                         if i.type in ("identifier", "type_identifier", "field_identifier"))
+            names.update(
+                _node_text(source, i) for i in parts if i.type in ("identifier", "type_identifier", "field_identifier")
+            )
     return {n for n in names if len(n) >= 4}
 
 
@@ -488,8 +576,12 @@ def _go_qualified_uses(text: str, packages: dict[str, dict[str, str]], own: str)
     return first
 
 
-def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS, heldout: bool = False,
-                     ) -> list[Source]:
+def crossfile_corpus(
+    limit: int | None,
+    layout_root: Path,
+    corpus: Path = CORPUS,
+    heldout: bool = False,
+) -> list[Source]:
     """Tasks over the corpus files laid out at `layout_root/<repo>/<path>` (see `layout_corpus`)."""
     rows = corpus_manifest(corpus)
     texts = {r["path"]: (corpus / r["file"]).read_text() for r in rows}
@@ -505,14 +597,18 @@ def crossfile_corpus(limit: int | None, layout_root: Path, corpus: Path = CORPUS
         for r in files:
             path, lang, text = r["path"], r["lang"], texts[r["path"]]
             # Go sees other files' names unqualified only inside its own package (directory).
-            peers = [o["path"] for o in files if o["path"] != path
-                     and (lang != "go" or Path(o["path"]).parent == Path(path).parent)]
+            peers = [
+                o["path"]
+                for o in files
+                if o["path"] != path and (lang != "go" or Path(o["path"]).parent == Path(path).parent)
+            ]
             others = {n: p for p in peers for n in defined[p] if n not in defined[path]}
             used = usage_lines(text, lang, others, _USAGE_KINDS[lang])
             if lang == "go":
                 used |= _go_qualified_uses(text, packages, Path(path).parent.name)
-            out.extend(_sources("crossfile-corpus", f"{repo_dir(repo)}/", lang, path, text,
-                                layout_root / repo_dir(repo), used))
+            out.extend(
+                _sources("crossfile-corpus", f"{repo_dir(repo)}/", lang, path, text, layout_root / repo_dir(repo), used)
+            )
     return every_kth(out, limit, heldout)
 
 
@@ -543,6 +639,9 @@ def build(which: str, limit: int | None, corpus_root: Path | None = None, heldou
 
 def tasks(sources: list[Source], placements: tuple[str, ...]) -> list[Task]:
     """Every source at every placement it has (`eol` needs a line before the span, `api` a cut)."""
-    return [place(s, p) for s in sources for p in placements
-            if (p != "eol" or s.start > 0) and (p != "api" or s.split is not None)]
-
+    return [
+        place(s, p)
+        for s in sources
+        for p in placements
+        if (p != "eol" or s.start > 0) and (p != "api" or s.split is not None)
+    ]

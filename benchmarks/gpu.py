@@ -58,8 +58,12 @@ def sample_text() -> str:
 
 def gpu_name() -> str:
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20)
+        out = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
         return out.stdout.strip() or "none"
     except (OSError, subprocess.TimeoutExpired):
         return "none"
@@ -75,8 +79,9 @@ def models(args: argparse.Namespace) -> dict[str, Path]:
     for name in args.models.split(","):
         dest = args.work / name
         if not (dest / "config.json").exists():
-            subprocess.run([sys.executable, "-m", "sparkls", "convert-model", "--model", name, "--out", str(dest)],
-                           check=True)
+            subprocess.run(
+                [sys.executable, "-m", "sparkls", "convert-model", "--model", name, "--out", str(dest)], check=True
+            )
         out[name] = dest
     return out
 
@@ -123,21 +128,34 @@ async def decode_and_keys(args: argparse.Namespace, model: Path) -> dict[str, An
         text_prompt = "<|fim_prefix|>" + sample_text()[:1200] + "<|fim_suffix|><|fim_middle|>"
         d = await timed(e, GenerationRequest(text_prompt, max_tokens=args.decode_tokens))
         stats = e.completed[-1][1]
-        res: dict[str, Any] = {"decode_tokens": stats.decode_tokens, "decode_tps": round(stats.decode_tps, 1),
-                               "decode_wall_s": round(time.perf_counter() - t0, 2), "decode_ttft_ms": d["ttft_ms"]}
+        res: dict[str, Any] = {
+            "decode_tokens": stats.decode_tokens,
+            "decode_tps": round(stats.decode_tps, 1),
+            "decode_wall_s": round(time.perf_counter() - t0, 2),
+            "decode_ttft_ms": d["ttft_ms"],
+        }
         prompts = keystroke_prompts(args.keys)
         await timed(e, GenerationRequest(prompts[0], max_tokens=8))  # the cold request at a new cursor
         warm = [await timed(e, GenerationRequest(p, max_tokens=8)) for p in prompts[1:]]
         ttft = [w["ttft_ms"] for w in warm]
         total = sum(w["prompt_tokens"] for w in warm)
-        res.update({"keystrokes": len(warm), "keystroke_ttft_p50_ms": round(percentile(ttft, 50), 2),
-                    "keystroke_ttft_p90_ms": round(percentile(ttft, 90), 2),
-                    "prefix_cache_hit_rate": round(sum(w["reused_tokens"] for w in warm) / total, 4) if total else 0.0,
-                    "block_size": e._llm.vllm_config.cache_config.block_size})
+        res.update(
+            {
+                "keystrokes": len(warm),
+                "keystroke_ttft_p50_ms": round(percentile(ttft, 50), 2),
+                "keystroke_ttft_p90_ms": round(percentile(ttft, 90), 2),
+                "prefix_cache_hit_rate": round(sum(w["reused_tokens"] for w in warm) / total, 4) if total else 0.0,
+                "block_size": e._llm.vllm_config.cache_config.block_size,
+            }
+        )
         load = await under_load(e, args.trials, bg_tokens=400, ia_tokens=32, delay_s=0.3)
-        res.update({"priority_alone_ttft_ms": round(load["alone_ttft_ms"], 2),
-                    "priority_loaded_ttft_ms": round(load["loaded_ttft_ms"], 2),
-                    "priority_ttft_ratio": round(load["ttft_ratio"], 2)})
+        res.update(
+            {
+                "priority_alone_ttft_ms": round(load["alone_ttft_ms"], 2),
+                "priority_loaded_ttft_ms": round(load["loaded_ttft_ms"], 2),
+                "priority_ttft_ratio": round(load["ttft_ratio"], 2),
+            }
+        )
         return res
     finally:
         await e.close()
@@ -156,8 +174,9 @@ async def speculation(args: argparse.Namespace, model: Path) -> dict[str, Any]:
             out[f"rewrite_tokens_{mode}"] = e.completed[-1][1].decode_tokens
         finally:
             await e.close()
-    out["speculation_speedup"] = round(out["rewrite_tps_ngram"] / out["rewrite_tps_off"], 2) \
-        if out["rewrite_tps_off"] else 0.0
+    out["speculation_speedup"] = (
+        round(out["rewrite_tps_ngram"] / out["rewrite_tps_off"], 2) if out["rewrite_tps_off"] else 0.0
+    )
     return out
 
 
@@ -173,25 +192,40 @@ async def remote(args: argparse.Namespace, model: Path) -> dict[str, Any]:
     finally:
         await local.close()
     log = Path(tempfile.gettempdir()) / "sparkls-gpu-vllm-server.log"
-    with vllm_server(model, "--scheduling-policy", "priority", "--dtype", dtype, "--disable-uvicorn-access-log",
-                     log=log, timeout_s=600) as url:
+    with vllm_server(
+        model,
+        "--scheduling-policy",
+        "priority",
+        "--dtype",
+        dtype,
+        "--disable-uvicorn-access-log",
+        log=log,
+        timeout_s=600,
+    ) as url:
         r = OpenAIEngine(OpenAIOptions(url=url))
         try:
             over = await request_ms(r, prompts)
         finally:
             await r.close()
-    return {"requests": len(prompts), "in_process_p50_ms": round(percentile(in_proc, 50), 2),
-            "remote_p50_ms": round(percentile(over, 50), 2),
-            "remote_overhead_p50_ms": round(percentile(over, 50) - percentile(in_proc, 50), 2)}
+    return {
+        "requests": len(prompts),
+        "in_process_p50_ms": round(percentile(in_proc, 50), 2),
+        "remote_p50_ms": round(percentile(over, 50), 2),
+        "remote_overhead_p50_ms": round(percentile(over, 50) - percentile(in_proc, 50), 2),
+    }
 
 
-ROWS = [("decode tok/s, single stream", "decode_tps"), ("warm keystroke TTFT p50 (ms)", "keystroke_ttft_p50_ms"),
-        ("warm keystroke TTFT p90 (ms)", "keystroke_ttft_p90_ms"), ("prefix-cache hit rate", "prefix_cache_hit_rate"),
-        ("interactive TTFT alone (ms)", "priority_alone_ttft_ms"),
-        ("interactive TTFT under 8 background (ms)", "priority_loaded_ttft_ms"),
-        ("rewrite tok/s, no speculation", "rewrite_tps_off"),
-        ("rewrite tok/s, n-gram speculation", "rewrite_tps_ngram"),
-        ("remote overhead per request p50 (ms)", "remote_overhead_p50_ms")]
+ROWS = [
+    ("decode tok/s, single stream", "decode_tps"),
+    ("warm keystroke TTFT p50 (ms)", "keystroke_ttft_p50_ms"),
+    ("warm keystroke TTFT p90 (ms)", "keystroke_ttft_p90_ms"),
+    ("prefix-cache hit rate", "prefix_cache_hit_rate"),
+    ("interactive TTFT alone (ms)", "priority_alone_ttft_ms"),
+    ("interactive TTFT under 8 background (ms)", "priority_loaded_ttft_ms"),
+    ("rewrite tok/s, no speculation", "rewrite_tps_off"),
+    ("rewrite tok/s, n-gram speculation", "rewrite_tps_ngram"),
+    ("remote overhead per request p50 (ms)", "remote_overhead_p50_ms"),
+]
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
@@ -237,8 +271,13 @@ def main() -> int:
     text = table(results)
     print(text)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    record = {"machine": machine(), "gpu": gpu_name(), "smoke": args.smoke,
-              "seconds": round(time.perf_counter() - t0, 1), "results": results}
+    record = {
+        "machine": machine(),
+        "gpu": gpu_name(),
+        "smoke": args.smoke,
+        "seconds": round(time.perf_counter() - t0, 1),
+        "results": results,
+    }
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     args.out.with_suffix(".txt").write_text(text + "\n")
     print(f"wrote {args.out} in {time.perf_counter() - t0:.0f} s")

@@ -76,13 +76,18 @@ PEERS = ("llm-ls-like", "llama.vim-like")  # harness layouts (benchmarks/peers.p
 
 def configs(vllm_model: str = "", block_sizes: tuple[int, ...] = ()) -> dict[str, Config]:
     vllm = {"engine": "vllm", "modelPath": vllm_model}  # the same model converted (`sparkls convert-model`)
-    return {c.name: c for c in (
-        Config("anchored", {"promptLayout": "anchored"}, cancel=True),
-        *(Config(f"vllm-b{b}", {"promptLayout": "anchored", "vllmBlockSize": b, **vllm}, cancel=True)
-          for b in (block_sizes if vllm_model else ())),
-        Config("prefix", {"promptLayout": "prefix", "suffixTokens": 24}, cancel=True),
-        *(Config(name, {"cacheReuse": peers.CACHE_REUSE}, cancel=True) for name in PEERS),
-    )}
+    return {
+        c.name: c
+        for c in (
+            Config("anchored", {"promptLayout": "anchored"}, cancel=True),
+            *(
+                Config(f"vllm-b{b}", {"promptLayout": "anchored", "vllmBlockSize": b, **vllm}, cancel=True)
+                for b in (block_sizes if vllm_model else ())
+            ),
+            Config("prefix", {"promptLayout": "prefix", "suffixTokens": 24}, cancel=True),
+            *(Config(name, {"cacheReuse": peers.CACHE_REUSE}, cancel=True) for name in PEERS),
+        )
+    }
 
 
 @dataclass
@@ -177,7 +182,6 @@ class Run:
     counters: tuple[dict[str, Any], dict[str, Any]] = ({}, {})  # the engine's own counters before and after
 
 
-
 def has_item(result: Any) -> bool:
     """Whether an inlineCompletion response shows something: a non-empty item."""
     items = getattr(result, "items", result) if result is not None else []
@@ -208,6 +212,7 @@ async def settle(client: Client, run: Run, quiet_s: float, limit_s: float = 60.0
 
 def track(fut: asyncio.Future[Any], ks: Keystroke, sent_at: float) -> None:
     """Fill in the keystroke's outcome when its response arrives."""
+
     def done(f: asyncio.Future[Any]) -> None:
         exc = None if f.cancelled() else f.exception()
         if f.cancelled() or getattr(exc, "code", None) == REQUEST_CANCELLED:
@@ -218,6 +223,7 @@ def track(fut: asyncio.Future[Any], ks: Keystroke, sent_at: float) -> None:
         else:
             ks.outcome, ks.shown = "completed", has_item(f.result())
             ks.latency_ms = (time.perf_counter() - sent_at) * 1000
+
     fut.add_done_callback(done)
 
 
@@ -246,8 +252,9 @@ async def type_file(client: Client, run: Run, k: int, t: Target, char_ms: float,
         run.keystrokes.append(ks)
         msg_id = len(run.keystrokes)
         sent_at = time.perf_counter()
-        fut = asyncio.ensure_future(client.request(
-            "textDocument/inlineCompletion", client.inline_params(uri, text, cursor), msg_id=msg_id))
+        fut = asyncio.ensure_future(
+            client.request("textDocument/inlineCompletion", client.inline_params(uri, text, cursor), msg_id=msg_id)
+        )
         track(fut, ks, sent_at)
         pending[msg_id] = fut
     if pending:
@@ -255,8 +262,14 @@ async def type_file(client: Client, run: Run, k: int, t: Target, char_ms: float,
     await settle(client, run, quiet_s=1.0)
 
 
-async def replay(config: Config, base: dict[str, Any], targets: list[Target], char_ms: float,
-                 word_pause_ms: float, env: dict[str, str] | None = None) -> Run:
+async def replay(
+    config: Config,
+    base: dict[str, Any],
+    targets: list[Target],
+    char_ms: float,
+    word_pause_ms: float,
+    env: dict[str, str] | None = None,
+) -> Run:
     run = Run(config, base | config.options)
     log_path = Path(tempfile.gettempdir()) / f"sparkls-bench-{config.name}.log"
     client = Client(log_path)
@@ -273,8 +286,9 @@ async def replay(config: Config, base: dict[str, Any], targets: list[Target], ch
     await settle(client, run, quiet_s=2.0)
     run.counters = (before, await collect(client, run))
     await client.stop()
-    run.setting_problems = [ln.split("settings: ", 1)[1].strip() for ln in log_path.read_text().splitlines()
-                            if "settings: `" in ln]
+    run.setting_problems = [
+        ln.split("settings: ", 1)[1].strip() for ln in log_path.read_text().splitlines() if "settings: `" in ln
+    ]
     return run
 
 
@@ -296,13 +310,18 @@ class PeerTyping:
         rid = f"{self.name}-{self.n}"
         if self.name == "llama.vim-like":
             line = text[text.rfind("\n", 0, cursor) + 1 : cursor]
-            answer, _ = await peers.llama_vim_answer(self.engine, rid, self.vim.prompt(text, cursor),
-                                                     len(line) - len(line.lstrip()))
+            answer, _ = await peers.llama_vim_answer(
+                self.engine, rid, self.vim.prompt(text, cursor), len(line) - len(line.lstrip())
+            )
             return answer, rid
         if not self.llm_ls.single_line(text, cursor):
             return "", rid  # llm-ls offers nothing with code after the cursor
-        req = GenerationRequest(self.llm_ls.prompt(text, cursor), max_tokens=peers.LLM_LS_MAX_NEW_TOKENS,
-                                stop=("\n", *TEMPLATES["qwen"].stops), id=rid)
+        req = GenerationRequest(
+            self.llm_ls.prompt(text, cursor),
+            max_tokens=peers.LLM_LS_MAX_NEW_TOKENS,
+            stop=("\n", *TEMPLATES["qwen"].stops),
+            id=rid,
+        )
         out = ""
         async for ev in self.engine.stream(req):
             if isinstance(ev, Delta):
@@ -342,8 +361,7 @@ class PeerTyping:
             if self.name == "llama.vim-like" and self.shown[:1] == ch and len(self.shown) > 1:
                 self.shown = self.shown[1:]  # typed as shown: the rest, from the client's cache
                 ks.outcome, ks.shown, ks.latency_ms = "completed", True, (time.perf_counter() - sent_at) * 1000
-                self.run.suggestions[f"cache-{uri}-{version}"] = {"uri": uri, "version": version,
-                                                                  "source": "typeahead"}
+                self.run.suggestions[f"cache-{uri}-{version}"] = {"uri": uri, "version": version, "source": "typeahead"}
                 continue
             self.shown = ""
             self.vim.moved(file, text, text.count("\n", 0, cursor))
@@ -360,8 +378,9 @@ class PeerTyping:
         self.run.suggestions[rid] = {"uri": uri, "version": version, "source": "model"}
 
 
-async def replay_peer(config: Config, model: str, threads: int, targets: list[Target], char_ms: float,
-                      word_pause_ms: float) -> Run:
+async def replay_peer(
+    config: Config, model: str, threads: int, targets: list[Target], char_ms: float, word_pause_ms: float
+) -> Run:
     """`replay` for a peer design (`PEERS`): sparkls's default llama.cpp options with the peer's `--cache-reuse`."""
     from llama_cpp import Llama
     from sparkls.engine.llamacpp import LlamaCppEngine
@@ -377,8 +396,9 @@ async def replay_peer(config: Config, model: str, threads: int, targets: list[Ta
     engine = LlamaCppEngine(options)
     try:
         await engine.ready()
-        driver = PeerTyping(config.name, engine, lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False,
-                                                                             special=False)), run)
+        driver = PeerTyping(
+            config.name, engine, lambda t: len(vocab.tokenize(t.encode("utf-8"), add_bos=False, special=False)), run
+        )
         before = dict((await engine.health()).stats)
         t_start = time.perf_counter()
         for k, t in enumerate(targets):
@@ -388,8 +408,6 @@ async def replay_peer(config: Config, model: str, threads: int, targets: list[Ta
     finally:
         await engine.close()
     return run
-
-
 
 
 def censored_dist(observed: list[float], censored: list[float]) -> dict[str, Any]:
@@ -416,41 +434,60 @@ def summarize(run: Run) -> dict[str, Any]:
     before, after = run.counters
     queries = after.get("prefix_cache_queries", 0) - before.get("prefix_cache_queries", 0)
     hits = after.get("prefix_cache_hits", 0) - before.get("prefix_cache_hits", 0)
-    tps = [e["decode_tokens"] / (e["decode_ms"] / 1000) for e in run.engine.values()
-           if e["decode_tokens"] > 2 and e["decode_ms"] > 0]
+    tps = [
+        e["decode_tokens"] / (e["decode_ms"] / 1000)
+        for e in run.engine.values()
+        if e["decode_tokens"] > 2 and e["decode_ms"] > 0
+    ]
     model = [s for s in run.suggestions.values() if s["source"] == "model"]
     source = {(s["uri"], s["version"]): s["source"] for s in run.suggestions.values()}
     done = [k for k in run.keystrokes if k.outcome == "completed"]
     shown = [source.get((k.uri, k.version), "unmatched") for k in done if k.shown]
     shown_model = [k.latency_ms or 0.0 for k in done if k.shown and source.get((k.uri, k.version)) == "model"]
     return {
-        "name": run.config.name, "options": run.options, "client_cancels": run.config.cancel,
-        "setting_problems": run.setting_problems, "model": run.model,
-        "keystrokes": len(run.keystrokes), "completed": len(done),
+        "name": run.config.name,
+        "options": run.options,
+        "client_cancels": run.config.cancel,
+        "setting_problems": run.setting_problems,
+        "model": run.model,
+        "keystrokes": len(run.keystrokes),
+        "completed": len(done),
         "cancelled": sum(k.outcome == "cancelled" for k in run.keystrokes),
         "errors": sum(k.outcome == "error" for k in run.keystrokes),
         "new_prompt_tokens_warm": dist([e["prompt_tokens"] - e["reused_tokens"] for e in known]),
         # every typing request: those aborted before a token at their time to abort (llama.cpp: the prefill they
         # got through; vLLM: from sending to the abort)
-        "warm_ttft_ms": censored_dist([e["ttft_ms"] for e in typing if e["decode_tokens"] > 0],
-                                      [max(e["ttft_ms"], e["prefill_ms"]) for e in typing if e["decode_tokens"] == 0
-                                       and e["finish_reason"] == "abort"]),
+        "warm_ttft_ms": censored_dist(
+            [e["ttft_ms"] for e in typing if e["decode_tokens"] > 0],
+            [
+                max(e["ttft_ms"], e["prefill_ms"])
+                for e in typing
+                if e["decode_tokens"] == 0 and e["finish_reason"] == "abort"
+            ],
+        ),
         "server_overhead_ms_model": dist([s["timings"]["overhead_ms"] for s in model if "timings" in s]),
-        "shown_model": len(shown_model), "shown_typeahead": shown.count("typeahead"),
+        "shown_model": len(shown_model),
+        "shown_typeahead": shown.count("typeahead"),
         "shown_other": len(shown) - len(shown_model) - shown.count("typeahead"),
-        "time_to_suggestion_ms": censored_dist([k.latency_ms for k in done if k.latency_ms is not None],
-                                               [k.censored_ms for k in run.keystrokes if k.censored_ms is not None]),
+        "time_to_suggestion_ms": censored_dist(
+            [k.latency_ms for k in done if k.latency_ms is not None],
+            [k.censored_ms for k in run.keystrokes if k.censored_ms is not None],
+        ),
         "time_to_model_suggestion_shown_ms": dist(shown_model),
         "cold_first_request_ms": dist(run.cold_ms) | {"max": max(run.cold_ms, default=None)},
         "decode_tok_s": dist(tps),
         "kv_reuse_fraction_typing": reused / prompt if prompt else 0.0,
-        "engine_requests_typing": len(typing), "engine_requests_typing_started": len(started),
+        "engine_requests_typing": len(typing),
+        "engine_requests_typing_started": len(started),
         "engine_requests_typing_reuse_known": len(known),
         # the engine's own count over the whole replay (vLLM: every scheduled request, aborted ones too)
-        "prefix_cache_hit_rate": hits / queries if queries else None, "prefix_cache_queried_tokens": int(queries),
-        "prompt_tokens_typing": prompt, "reused_tokens_typing": reused,
+        "prefix_cache_hit_rate": hits / queries if queries else None,
+        "prefix_cache_queried_tokens": int(queries),
+        "prompt_tokens_typing": prompt,
+        "reused_tokens_typing": reused,
         "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
-        "warmups": len(warmups), "warmup_new_tokens": sum(e["prompt_tokens"] - e["reused_tokens"] for e in warmups),
+        "warmups": len(warmups),
+        "warmup_new_tokens": sum(e["prompt_tokens"] - e["reused_tokens"] for e in warmups),
         "wall_s": run.wall_s,
     }
 
@@ -461,6 +498,7 @@ def num(v: float | None, digits: int = 0) -> str:
 
 def spread(d: dict[str, Any], digits: int = 0) -> str:
     """p50 / p90 (n), a bound marked ">=", and the share censored where there is one."""
+
     def v(key: str) -> str:
         return (">= " if d.get(f"{key}_at_least") else "") + num(d[key], digits)
 
@@ -480,15 +518,29 @@ ROWS = [
     ("keystrokes showing a typed-ahead one", lambda r: share(r["shown_typeahead"], r["keystrokes"])),
     ("time to suggestion p50 / p90 (ms)", lambda r: spread(r["time_to_suggestion_ms"])),
     ("  where a model suggestion was shown", lambda r: spread(r["time_to_model_suggestion_shown_ms"])),
-    ("cold first request p50 (ms)", lambda r: f"{num(r['cold_first_request_ms']['p50'])} "
-                                              f"(n={r['cold_first_request_ms']['n']})"),
+    (
+        "cold first request p50 (ms)",
+        lambda r: f"{num(r['cold_first_request_ms']['p50'])} (n={r['cold_first_request_ms']['n']})",
+    ),
     ("decode tok/s p50", lambda r: f"{num(r['decode_tok_s']['p50'], 1)} (n={r['decode_tok_s']['n']})"),
-    ("KV reuse while typing", lambda r: f"{r['kv_reuse_fraction_typing']:.1%} "
-                                        f"(n={r['engine_requests_typing_reuse_known']})"),
-    ("engine's prefix-cache hit rate", lambda r: "-" if r.get("prefix_cache_hit_rate") is None else
-        f"{r['prefix_cache_hit_rate']:.1%} of {r['prefix_cache_queried_tokens']:,} tokens"),
-    ("requests / completed / cancelled", lambda r: f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}"
-                                                   + (f" +{r['errors']} err" if r["errors"] else "")),
+    (
+        "KV reuse while typing",
+        lambda r: f"{r['kv_reuse_fraction_typing']:.1%} (n={r['engine_requests_typing_reuse_known']})",
+    ),
+    (
+        "engine's prefix-cache hit rate",
+        lambda r: (
+            "-"
+            if r.get("prefix_cache_hit_rate") is None
+            else f"{r['prefix_cache_hit_rate']:.1%} of {r['prefix_cache_queried_tokens']:,} tokens"
+        ),
+    ),
+    (
+        "requests / completed / cancelled",
+        lambda r: (
+            f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}" + (f" +{r['errors']} err" if r["errors"] else "")
+        ),
+    ),
     ("typed-ahead served", lambda r: str(r["typeahead_served"])),
     ("background warm-ups / their new tokens", lambda r: f"{r['warmups']} / {r['warmup_new_tokens']:,}"),
     ("wall time (s)", lambda r: num(r["wall_s"])),
@@ -508,16 +560,22 @@ def ratio_bound(by_name: dict[str, dict[str, Any]], a: str, b: str, key: str) ->
     return "?" if lo_a and lo_b else ">=" if lo_a else "<=" if lo_b else ""
 
 
-RATIO_METRICS = (("time_to_suggestion_ms", "time to suggestion p50"), ("warm_ttft_ms", "warm TTFT p50"),
-                 ("new_prompt_tokens_warm", "new prompt tokens per warm request p50"),
-                 ("cold_first_request_ms", "cold first request p50"))
+RATIO_METRICS = (
+    ("time_to_suggestion_ms", "time to suggestion p50"),
+    ("warm_ttft_ms", "warm TTFT p50"),
+    ("new_prompt_tokens_warm", "new prompt tokens per warm request p50"),
+    ("cold_first_request_ms", "cold first request p50"),
+)
 
 
 def pairs(results: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The (a, b) pairs compared: anchored against each peer, the prefix layout and the baseline."""
     names = {r["name"] for r in results}
-    return [(a, b) for a, b in (("anchored", "prefix"), *(("anchored", p) for p in PEERS), ("anchored", "baseline"))
-            if a in names and b in names]
+    return [
+        (a, b)
+        for a, b in (("anchored", "prefix"), *(("anchored", p) for p in PEERS), ("anchored", "baseline"))
+        if a in names and b in names
+    ]
 
 
 def ratios(results: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -537,8 +595,9 @@ def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) ->
         for problem in r["setting_problems"]:
             print(f"note: {r['name']}: the server rejected a setting: {problem}")
         if r["shown_other"]:
-            print(f"note: {r['name']}: {r['shown_other']} shown answers not matched to a model or typed-ahead "
-                  "suggestion")
+            print(
+                f"note: {r['name']}: {r['shown_other']} shown answers not matched to a model or typed-ahead suggestion"
+            )
     print()
     if any(r["setting_problems"] for r in results):
         print("the server fell back to defaults for some settings (see the notes): ratios may not mean what they say")
@@ -547,10 +606,6 @@ def print_report(results: list[dict[str, Any]], rat: dict[str, float | None]) ->
             if (v := rat.get(f"{key}_p50_{a}_over_{b}")) is not None:
                 bound = ratio_bound(by, a, b, key)
                 print(f"{a} / {b} {label}: {bound + ' ' if bound else ''}{v:.2f}")
-
-
-
-
 
 
 def plot(runs: list[Run], path: Path) -> None:
@@ -573,21 +628,27 @@ def plot(runs: list[Run], path: Path) -> None:
     print(f"wrote {path}")
 
 
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", type=int, default=8)
-    ap.add_argument("--baseline-ref", default="", help="also run `baseline`: the anchored layout on the server of "
-                    "this commit (a git worktree), in the same run")
+    ap.add_argument(
+        "--baseline-ref",
+        default="",
+        help="also run `baseline`: the anchored layout on the server of this commit (a git worktree), in the same run",
+    )
     ap.add_argument("--threads", type=int, default=0, help="engine threads (0: max(1, cores-1))")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model (`model` setting)")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
     ap.add_argument("--word-pause-ms", type=float, default=400.0, help="extra pause after a word")
-    ap.add_argument("--configs", default="anchored,llm-ls-like,llama.vim-like",
-                    help="configurations to run, in this order")
-    ap.add_argument("--vllm-model", default="", help="an HF checkpoint of the same model (`sparkls convert-model "
-                    "DIR`): adds configurations `vllm-bN`, the anchored layout on the vLLM engine, KV block size N")
+    ap.add_argument(
+        "--configs", default="anchored,llm-ls-like,llama.vim-like", help="configurations to run, in this order"
+    )
+    ap.add_argument(
+        "--vllm-model",
+        default="",
+        help="an HF checkpoint of the same model (`sparkls convert-model "
+        "DIR`): adds configurations `vllm-bN`, the anchored layout on the vLLM engine, KV block size N",
+    )
     ap.add_argument("--vllm-block-sizes", default="32,64,128", help="vLLM KV block sizes, one configuration each")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "latency.json"))
     args = ap.parse_args()
@@ -601,11 +662,16 @@ def main() -> int:
         print(f"no corpus at {CORPUS}", file=sys.stderr)
         return 2
     targets = pick_targets(args.files)
-    meta = machine() | {"commit": STARTED["commit"],
-                        "files": [t.path.name for t in targets], "keystrokes": sum(len(t.typed) for t in targets),
-                        "args": vars(args)}
-    print(f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "
-          f"threads={args.threads or 'default'}; configurations: {', '.join(names)} (one after another)")
+    meta = machine() | {
+        "commit": STARTED["commit"],
+        "files": [t.path.name for t in targets],
+        "keystrokes": sum(len(t.typed) for t in targets),
+        "args": vars(args),
+    }
+    print(
+        f"{len(targets)} files, {meta['keystrokes']} keystrokes; {meta['cpu']}, {meta['cores']} cores; "
+        f"threads={args.threads or 'default'}; configurations: {', '.join(names)} (one after another)"
+    )
     base = {"engine": "llamacpp", "threads": args.threads, "model": args.model}
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -618,11 +684,19 @@ def main() -> int:
             for name in names:
                 print(f"running {name} ...", flush=True)
                 if name in PEERS:
-                    runs.append(asyncio.run(replay_peer(known[name], args.model, args.threads, targets,
-                                                        args.char_ms, args.word_pause_ms)))
+                    runs.append(
+                        asyncio.run(
+                            replay_peer(
+                                known[name], args.model, args.threads, targets, args.char_ms, args.word_pause_ms
+                            )
+                        )
+                    )
                 else:
-                    runs.append(asyncio.run(replay(known[name], base, targets, args.char_ms, args.word_pause_ms,
-                                                   envs.get(name))))
+                    runs.append(
+                        asyncio.run(
+                            replay(known[name], base, targets, args.char_ms, args.word_pause_ms, envs.get(name))
+                        )
+                    )
         finally:
             if envs:
                 git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))
@@ -631,9 +705,15 @@ def main() -> int:
     print_report(results, rat)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    raw = {r.config.name: {"engine_requests": list(r.engine.values()), "suggestions": list(r.suggestions.values()),
-                           "keystrokes": [asdict(k) for k in r.keystrokes], "cold_ids": sorted(r.cold_ids)}
-           for r in runs}
+    raw = {
+        r.config.name: {
+            "engine_requests": list(r.engine.values()),
+            "suggestions": list(r.suggestions.values()),
+            "keystrokes": [asdict(k) for k in r.keystrokes],
+            "cold_ids": sorted(r.cold_ids),
+        }
+        for r in runs
+    }
     out.write_text(json.dumps({"meta": meta, "results": results, "ratios": rat, "raw": raw}, indent=2, default=str))
     print(f"wrote {out}")
     plot(runs, out.with_suffix(".png"))

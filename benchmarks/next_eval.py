@@ -87,7 +87,7 @@ class Replay:
 
     def next_change(self, hi: int) -> tuple[int, int, str] | None:
         h = self.row["hunks"][hi]
-        idx = (h["old_start"] if h["old_lines"] == 0 else h["old_start"] - 1)
+        idx = h["old_start"] if h["old_lines"] == 0 else h["old_start"] - 1
         idx += sum(d for at, d in self.shift if at < h["old_start"])
         lines = self.text.splitlines(keepends=True)
         start = sum(len(x) for x in lines[:idx])
@@ -111,8 +111,9 @@ def target_of(text: str, row: dict[str, Any]) -> tuple[int, int, str, int, int]:
     return start, start + len(t["removed"]), t["added"], tidx, tidx + max(1, t["removed"].count("\n"))
 
 
-def score(text: str, row: dict[str, Any], ws: int, we: int, window_after: str, edits: list[diff.Edit]
-          ) -> dict[str, Any]:
+def score(
+    text: str, row: dict[str, Any], ws: int, we: int, window_after: str, edits: list[diff.Edit]
+) -> dict[str, Any]:
     """A prediction (the window [ws, we) of `text` rewritten as `window_after`, or minimal `edits`) against the
     row's target."""
     tstart, tend, added, first, last = target_of(text, row)
@@ -121,11 +122,17 @@ def score(text: str, row: dict[str, Any], ws: int, we: int, window_after: str, e
     fits = ws <= tstart and tend <= we
     exact = bool(edits) and fits and window_after == expected[ws : we + grow]
     changed = {line for e in edits for line in range(text.count("\n", 0, e.start), text.count("\n", 0, e.end) + 1)}
-    return {"exact": exact, "shown": bool(edits), "located": bool(changed & set(range(first, last + 1))),
-            "fits_window": fits, "chrf": chrf(hunk_text(text[ws:we], window_after),
-                                               hunk_text(row["target"]["removed"], added)) if edits else 0.0,
-            "predicted_hunk": hunk_text(text[ws:we], window_after), "target_hunk": hunk_text(row["target"]["removed"],
-                                                                                              added)}
+    return {
+        "exact": exact,
+        "shown": bool(edits),
+        "located": bool(changed & set(range(first, last + 1))),
+        "fits_window": fits,
+        "chrf": chrf(hunk_text(text[ws:we], window_after), hunk_text(row["target"]["removed"], added))
+        if edits
+        else 0.0,
+        "predicted_hunk": hunk_text(text[ws:we], window_after),
+        "target_hunk": hunk_text(row["target"]["removed"], added),
+    }
 
 
 def progress(label: str, out: list[dict[str, Any]], total: int) -> None:
@@ -137,16 +144,20 @@ def progress(label: str, out: list[dict[str, Any]], total: int) -> None:
 async def ask(client: Client, uri: str, text: str, version: int, at: int) -> tuple[float, Any]:
     pos = position(text, at)
     t0 = time.perf_counter()
-    r = await client.request("sparkls/inlineEdit", {"textDocument": {"uri": uri, "version": version},
-                                                    "position": {"line": pos.line, "character": pos.character}})
+    r = await client.request(
+        "sparkls/inlineEdit",
+        {"textDocument": {"uri": uri, "version": version}, "position": {"line": pos.line, "character": pos.character}},
+    )
     return (time.perf_counter() - t0) * 1000, r
 
 
-async def run_server(name: str, model: str, rows: list[dict[str, Any]], args: argparse.Namespace,
-                     env: dict[str, str] | None) -> list[dict[str, Any]]:
+async def run_server(
+    name: str, model: str, rows: list[dict[str, Any]], args: argparse.Namespace, env: dict[str, str] | None
+) -> list[dict[str, Any]]:
     client = Client(Path(tempfile.gettempdir()) / f"sparkls-next-{name}-{model}.log")
-    await client.start({"engine": "llamacpp", "model": MODELS[model], "threads": args.threads,
-                        "nextEditPrefetch": False}, env=env)
+    await client.start(
+        {"engine": "llamacpp", "model": MODELS[model], "threads": args.threads, "nextEditPrefetch": False}, env=env
+    )
     health = await client.wait_ready()  # the model loads before the first row, not inside its cold time
     if not health.ok:
         await client.stop()
@@ -180,25 +191,43 @@ async def server_row(client: Client, i: int, row: dict[str, Any]) -> dict[str, A
             if k == len(changes) - 1:  # cold: asked before the last edit, where the target is then
                 cold_ms, _ = await ask(client, uri, before, version, target_of_before(before, row, (start, end, new)))
             version += 1
-            client.lc.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangePartial(
-                    range=types.Range(start=position(before, start), end=position(before, end)), text=new)]))
+            client.lc.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[
+                        types.TextDocumentContentChangePartial(
+                            range=types.Range(start=position(before, start), end=position(before, end)), text=new
+                        )
+                    ],
+                )
+            )
         text = replay.text
         warm_ms, r = await ask(client, uri, text, version, target_of(text, row)[0])
         idx = LineIndex.of(text)
         ws = idx.offset(r.range.start.line, r.range.start.character, "utf-16") if r.edits else 0
         we = idx.offset(r.range.end.line, r.range.end.character, "utf-16") if r.edits else 0
-        edits = [diff.Edit(idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
-                           idx.offset(e.range.end.line, e.range.end.character, "utf-16"), e.newText)
-                 for e in r.edits]
+        edits = [
+            diff.Edit(
+                idx.offset(e.range.start.line, e.range.start.character, "utf-16"),
+                idx.offset(e.range.end.line, e.range.end.character, "utf-16"),
+                e.newText,
+            )
+            for e in r.edits
+        ]
         after = diff.apply(text, edits)
         window_after = after[ws : len(after) - (len(text) - we)]
         m = plain(await client.request("sparkls/metrics"))
         rec = next((e for e in reversed(m["engine"]) if e["requestId"] == r.requestId), {}) if r.requestId else {}
-        return {"id": row["id"], "lang": row["lang"], **score(text, row, ws, we, window_after, edits),
-                "cold_ms": cold_ms, "warm_ms": warm_ms, "prompt_tokens": rec.get("prompt_tokens", 0),
-                "reused_tokens": rec.get("reused_tokens", 0), "decode_tokens": rec.get("decode_tokens", 0)}
+        return {
+            "id": row["id"],
+            "lang": row["lang"],
+            **score(text, row, ws, we, window_after, edits),
+            "cold_ms": cold_ms,
+            "warm_ms": warm_ms,
+            "prompt_tokens": rec.get("prompt_tokens", 0),
+            "reused_tokens": rec.get("reused_tokens", 0),
+            "decode_tokens": rec.get("decode_tokens", 0),
+        }
     finally:
         client.close(uri)
 
@@ -219,8 +248,9 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
     from sparkls.engine.options import LlamaCppOptions
 
     settings = Settings()
-    engine = LlamaCppEngine(LlamaCppOptions(model_path=str(resolve_model_path("", MODELS[model])),
-                                            threads=args.threads))
+    engine = LlamaCppEngine(
+        LlamaCppOptions(model_path=str(resolve_model_path("", MODELS[model])), threads=args.threads)
+    )
     out = []
     try:
         for i, row in enumerate(rows):
@@ -239,13 +269,20 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
                 continue
             text = replay.text
             doc = Document.open(f"file:///commits/{i}/{row['path'].rsplit('/', 1)[-1]}", row["lang"], 1, text)
-            p = nextedit.render(doc, target_of(text, row)[0], history, file_name(doc.uri),
-                                settings.next_edit_lines_before, settings.next_edit_lines_after,
-                                max_lines=settings.next_edit_max_lines)
+            p = nextedit.render(
+                doc,
+                target_of(text, row)[0],
+                history,
+                file_name(doc.uri),
+                settings.next_edit_lines_before,
+                settings.next_edit_lines_after,
+                max_lines=settings.next_edit_max_lines,
+            )
             t0 = time.perf_counter()
             answer = p.removed
-            async with contextlib.aclosing(engine.stream(GenerationRequest(p.text, max_tokens=160,
-                                                                           stop=nextedit.STOPS))) as stream:
+            async with contextlib.aclosing(
+                engine.stream(GenerationRequest(p.text, max_tokens=160, stop=nextedit.STOPS))
+            ) as stream:
                 async for ev in stream:  # leaving it closes the stream, which aborts the request
                     if isinstance(ev, Delta):
                         answer += ev.text
@@ -254,8 +291,15 @@ async def run_raw(model: str, rows: list[dict[str, Any]], args: argparse.Namespa
             ms = (time.perf_counter() - t0) * 1000
             ws, we, window_after = nextedit.applied(text, p, nextedit.parse(p, answer))
             edits = diff.region_edits(text, ws, we, window_after) if window_after != text[ws:we] else []
-            out.append({"id": row["id"], "lang": row["lang"],
-                        **score(text, row, ws, we, window_after, edits), "cold_ms": ms, "warm_ms": ms})
+            out.append(
+                {
+                    "id": row["id"],
+                    "lang": row["lang"],
+                    **score(text, row, ws, we, window_after, edits),
+                    "cold_ms": ms,
+                    "warm_ms": ms,
+                }
+            )
             progress(f"raw {model}", out, len(rows))
     finally:
         await engine.close()
@@ -266,16 +310,22 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     scored = [r for r in rows if "exact" in r]
     shown = [r for r in scored if r["shown"]]
     n = max(1, len(scored))
-    return {"rows": len(scored), "skipped": len(rows) - len(scored),
-            "exact": sum(r["exact"] for r in scored) / n,
-            "chrf": sum(r["chrf"] for r in scored) / n,
-            "shown": len(shown) / n,
-            "precision": sum(r["exact"] for r in shown) / len(shown) if shown else None,
-            "located": sum(r["located"] for r in shown) / len(shown) if shown else None,
-            "cold_ms": dist([r["cold_ms"] for r in scored]), "warm_ms": dist([r["warm_ms"] for r in scored]),
-            "by_lang": {lang: {"rows": len(rs), "exact": sum(r["exact"] for r in rs) / len(rs)}
-                        for lang in sorted({r["lang"] for r in scored})
-                        for rs in [[r for r in scored if r["lang"] == lang]]}}
+    return {
+        "rows": len(scored),
+        "skipped": len(rows) - len(scored),
+        "exact": sum(r["exact"] for r in scored) / n,
+        "chrf": sum(r["chrf"] for r in scored) / n,
+        "shown": len(shown) / n,
+        "precision": sum(r["exact"] for r in shown) / len(shown) if shown else None,
+        "located": sum(r["located"] for r in shown) / len(shown) if shown else None,
+        "cold_ms": dist([r["cold_ms"] for r in scored]),
+        "warm_ms": dist([r["warm_ms"] for r in scored]),
+        "by_lang": {
+            lang: {"rows": len(rs), "exact": sum(r["exact"] for r in rs) / len(rs)}
+            for lang in sorted({r["lang"] for r in scored})
+            for rs in [[r for r in scored if r["lang"] == lang]]
+        },
+    }
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -285,12 +335,34 @@ def table(results: list[dict[str, Any]]) -> str:
     def ms(d: dict[str, Any]) -> str:
         return "-" if d["p50"] is None else f"{d['p50']:,.0f} / {d['p90']:,.0f}"
 
-    rows = [["model, system", "rows", "exact %", "chrF", "shown %", "precision %", "located %",
-             "warm ms p50 / p90", "cold ms p50 / p90"]]
+    rows = [
+        [
+            "model, system",
+            "rows",
+            "exact %",
+            "chrF",
+            "shown %",
+            "precision %",
+            "located %",
+            "warm ms p50 / p90",
+            "cold ms p50 / p90",
+        ]
+    ]
     for r in results:
         s = r["summary"]
-        rows.append([f"{r['model']} {r['system']}", str(s["rows"]), pctf(s["exact"]), f"{s['chrf']:.1f}",
-                     pctf(s["shown"]), pctf(s["precision"]), pctf(s["located"]), ms(s["warm_ms"]), ms(s["cold_ms"])])
+        rows.append(
+            [
+                f"{r['model']} {r['system']}",
+                str(s["rows"]),
+                pctf(s["exact"]),
+                f"{s['chrf']:.1f}",
+                pctf(s["shown"]),
+                pctf(s["precision"]),
+                pctf(s["located"]),
+                ms(s["warm_ms"]),
+                ms(s["cold_ms"]),
+            ]
+        )
     widths = [max(len(x[i]) for x in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(x, widths, strict=True)) for x in rows)
 
@@ -329,9 +401,13 @@ def main() -> int:
                 git("worktree", "remove", "--force", str(Path(tmp) / "baseline"))
     text = table(results)
     print(text)
-    meta = {"machine": {**machine(), "threads": args.threads},
-            "baseline_ref": args.baseline_ref, "half": args.half, "limit": args.limit,
-            "wall_s": time.perf_counter() - t0}
+    meta = {
+        "machine": {**machine(), "threads": args.threads},
+        "baseline_ref": args.baseline_ref,
+        "half": args.half,
+        "limit": args.limit,
+        "wall_s": time.perf_counter() - t0,
+    }
     out_path = Path(args.out or ROOT / "benchmarks" / "results" / f"next_eval_{args.half}.json")
     out_path.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     out_path.with_suffix(".txt").write_text(text + "\n")

@@ -72,8 +72,7 @@ async def generate(engine: Any, prompt: str, max_tokens: int, stop: tuple[str, .
     return out, stats
 
 
-async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.History, text: str
-                            ) -> dict[str, Any]:
+async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.History, text: str) -> dict[str, Any]:
     s = Settings()
     path = row["path"]
     at = target_of(text, row)[0]
@@ -85,11 +84,13 @@ async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.
     above = "".join(lines[max(0, cl - 40) : text.count("\n", 0, ws)])
     below = "".join(lines[text.count("\n", 0, we) : cl + 30])
     region = text[ws:at] + "<|user_cursor|>" + text[at:we]
-    user = (f"File: {path}\n\nCode above:\n```{lang}\n{above}```\n\nCode below:\n```{lang}\n{below}```\n\n"
-            f"Recent edits, oldest first:\n```diff\n{nextedit.unified(path, list(history.hunks)[-3:])}```\n\n"
-            f"The editable region (<|user_cursor|> is the cursor):\n```{lang}\n{region}```\n\n"
-            "Rewrite the editable region with the developer's next edit applied, which continues the recent "
-            "edits. Keep every other line exactly as it is. Reply with the region only, without the cursor mark.")
+    user = (
+        f"File: {path}\n\nCode above:\n```{lang}\n{above}```\n\nCode below:\n```{lang}\n{below}```\n\n"
+        f"Recent edits, oldest first:\n```diff\n{nextedit.unified(path, list(history.hunks)[-3:])}```\n\n"
+        f"The editable region (<|user_cursor|> is the cursor):\n```{lang}\n{region}```\n\n"
+        "Rewrite the editable region with the developer's next edit applied, which continues the recent "
+        "edits. Keep every other line exactly as it is. Reply with the region only, without the cursor mark."
+    )
     prompt = rewrite.chatml(rewrite.SYSTEM, user, f"```{lang}\n")
     need = int((we - ws) / 4 * 1.5) + 96
     answer, stats = await generate(engine, prompt, min(s.max_tokens_rewrite, need), rewrite.STOPS)
@@ -98,24 +99,36 @@ async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.
     return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats}
 
 
-async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.History, text: str,
-                       force: bool = True) -> dict[str, Any]:
+async def variant_diff(
+    engine: Any, row: dict[str, Any], history: nextedit.History, text: str, force: bool = True
+) -> dict[str, Any]:
     s = Settings()
     doc = Document.open("file:///x/" + row["path"].rsplit("/", 1)[-1], row["lang"], 1, text)
-    p = nextedit.render(doc, target_of(text, row)[0], history, row["path"], s.next_edit_lines_before,
-                        s.next_edit_lines_after, max_lines=s.next_edit_max_lines)
+    p = nextedit.render(
+        doc,
+        target_of(text, row)[0],
+        history,
+        row["path"],
+        s.next_edit_lines_before,
+        s.next_edit_lines_after,
+        max_lines=s.next_edit_max_lines,
+    )
     forced = p.removed if force else ""
     prompt = p.text if force else p.text[: len(p.text) - len(p.removed)]
     from sparkls.engine.base import GenerationRequest
 
     # The server's own loop (stops where the server stops; per line the lowest token log-probability), ungated.
-    answer, stats, lps = await continue_diff(engine, GenerationRequest(prompt, max_tokens=160, stop=nextedit.STOPS,
-                                                                       logprobs=True), forced)
+    answer, stats, lps = await continue_diff(
+        engine, GenerationRequest(prompt, max_tokens=160, stop=nextedit.STOPS, logprobs=True), forced
+    )
     if not force:  # the model's own context lines before its change: skip them, then the change is at its line
         skip = 0
         for x in answer.split("\n"):
-            if not x.startswith(" ") or skip >= len(p.lines) - (p.line - p.context) or \
-                    x[1:] != p.lines[p.line - p.context + skip]:
+            if (
+                not x.startswith(" ")
+                or skip >= len(p.lines) - (p.line - p.context)
+                or x[1:] != p.lines[p.line - p.context + skip]
+            ):
                 break
             skip += 1
         if skip:
@@ -125,27 +138,35 @@ async def variant_diff(engine: Any, row: dict[str, Any], history: nextedit.Histo
     got = nextedit.parse(p, answer, lps)
     ws, we, after = nextedit.applied(text, p, got)
     edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
-    return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats, "line_lps": lps,
-            "confidence": got.confidence if got else None,
-            "changed_lines": (got.last - got.first + len(got.added)) if got else 0}
+    return {
+        **score(text, row, ws, we, after, edits),
+        "answer": answer,
+        "stats": stats,
+        "line_lps": lps,
+        "confidence": got.confidence if got else None,
+        "changed_lines": (got.last - got.first + len(got.added)) if got else 0,
+    }
 
 
-async def variant_diff_unforced(engine: Any, row: dict[str, Any], history: nextedit.History, text: str
-                                ) -> dict[str, Any]:
+async def variant_diff_unforced(
+    engine: Any, row: dict[str, Any], history: nextedit.History, text: str
+) -> dict[str, Any]:
     return await variant_diff(engine, row, history, text, force=False)
 
 
 VARIANTS = {"diff": variant_diff, "diff-unforced": variant_diff_unforced, "diff-chat": variant_diff_chat}
 
 
-async def run(model: str, variants: list[str], rows: list[dict[str, Any]], args: argparse.Namespace
-              ) -> dict[str, list[dict[str, Any]]]:
+async def run(
+    model: str, variants: list[str], rows: list[dict[str, Any]], args: argparse.Namespace
+) -> dict[str, list[dict[str, Any]]]:
     from sparkls.engine.llamacpp import LlamaCppEngine
     from sparkls.engine.model_files import resolve_model_path
     from sparkls.engine.options import LlamaCppOptions
 
-    engine = LlamaCppEngine(LlamaCppOptions(model_path=str(resolve_model_path("", MODELS[model])),
-                                            threads=args.threads))
+    engine = LlamaCppEngine(
+        LlamaCppOptions(model_path=str(resolve_model_path("", MODELS[model])), threads=args.threads)
+    )
     out: dict[str, list[dict[str, Any]]] = {v: [] for v in variants}
     try:
         for i, row in enumerate(rows):
@@ -158,11 +179,22 @@ async def run(model: str, variants: list[str], rows: list[dict[str, Any]], args:
                 r = await VARIANTS[v](engine, row, got[0], got[1])
                 ms = (time.perf_counter() - t0) * 1000
                 st = r.pop("stats")
-                out[v].append({"id": row["id"], "lang": row["lang"], **r, "cold_ms": ms, "warm_ms": ms,
-                               "decode_tokens": st.decode_tokens if st else 0,
-                               "prompt_tokens": st.prompt_tokens if st else 0})
-            print(f"  {model} {i + 1}/{len(rows)} " + " ".join(
-                f"{v} {sum(x.get('exact', 0) for x in out[v])}" for v in variants), flush=True)
+                out[v].append(
+                    {
+                        "id": row["id"],
+                        "lang": row["lang"],
+                        **r,
+                        "cold_ms": ms,
+                        "warm_ms": ms,
+                        "decode_tokens": st.decode_tokens if st else 0,
+                        "prompt_tokens": st.prompt_tokens if st else 0,
+                    }
+                )
+            print(
+                f"  {model} {i + 1}/{len(rows)} "
+                + " ".join(f"{v} {sum(x.get('exact', 0) for x in out[v])}" for v in variants),
+                flush=True,
+            )
     finally:
         await engine.close()
     return out
@@ -175,8 +207,14 @@ def gate_curve(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
     for t in [x / 10 for x in range(10)]:
         shown = [r for r in scored if r["shown"] and (r["confidence"] or 0.0) >= t]
         hits = sum(r["exact"] for r in shown)
-        out.append({"threshold": t, "shown": 100 * len(shown) / max(1, len(scored)),
-                    "precision": 100 * hits / max(1, len(shown)), "exact": 100 * hits / max(1, len(scored))})
+        out.append(
+            {
+                "threshold": t,
+                "shown": 100 * len(shown) / max(1, len(scored)),
+                "precision": 100 * hits / max(1, len(shown)),
+                "exact": 100 * hits / max(1, len(scored)),
+            }
+        )
     return out
 
 
@@ -196,22 +234,27 @@ def main() -> int:
         for v in variants:
             s = summarize(got[v])
             dec = [r["decode_tokens"] for r in got[v] if "exact" in r]
-            results.append({"model": model, "variant": v, "summary": {**s, "decode_tokens": dist(dec)},
-                            "rows": got[v]})
+            results.append({"model": model, "variant": v, "summary": {**s, "decode_tokens": dist(dec)}, "rows": got[v]})
     for r in results:
         if r["variant"] == "diff":
             r["gate"] = gate_curve(r["rows"])
             print(f"{r['model']} diff, confidence gate on the tuning rows (threshold: shown %, precision %, exact %):")
-            print("  " + "  ".join(f"{g['threshold']:.1f}: {g['shown']:.0f} / {g['precision']:.0f} / {g['exact']:.1f}"
-                                   for g in r["gate"]))
+            print(
+                "  "
+                + "  ".join(
+                    f"{g['threshold']:.1f}: {g['shown']:.0f} / {g['precision']:.0f} / {g['exact']:.1f}"
+                    for g in r["gate"]
+                )
+            )
     print(f"{'model variant':22} rows exact% chrF  shown% prec% located% decode-tok p50  ms p50")
     for r in results:
         s = r["summary"]
-        print(f"{r['model'] + ' ' + r['variant']:22} {s['rows']:4} {100 * s['exact']:5.1f} {s['chrf']:5.1f} "
-              f"{100 * s['shown']:6.1f} {100 * (s['precision'] or 0):5.1f} {100 * (s['located'] or 0):8.1f} "
-              f"{s['decode_tokens']['p50'] or 0:14.0f} {s['warm_ms']['p50'] or 0:7.0f}")
-    meta = {"machine": {**machine(), "threads": args.threads}, "half": "tuning",
-            "limit": args.limit}
+        print(
+            f"{r['model'] + ' ' + r['variant']:22} {s['rows']:4} {100 * s['exact']:5.1f} {s['chrf']:5.1f} "
+            f"{100 * s['shown']:6.1f} {100 * (s['precision'] or 0):5.1f} {100 * (s['located'] or 0):8.1f} "
+            f"{s['decode_tokens']['p50'] or 0:14.0f} {s['warm_ms']['p50'] or 0:7.0f}"
+        )
+    meta = {"machine": {**machine(), "threads": args.threads}, "half": "tuning", "limit": args.limit}
     out_path = Path(args.out or ROOT / "benchmarks" / "results" / "next_prompts.json")
     out_path.write_text(json.dumps({"meta": meta, "results": results}, indent=1))
     print(f"wrote {out_path}")

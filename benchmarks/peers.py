@@ -118,8 +118,11 @@ class LlamaVim:
         return True
 
     def extra(self) -> str:
-        return "<|repo_name|>myproject\n" + "".join(f"<|file_sep|>{c.file}\n{c.text}" for c in self.ring) + \
-            "<|file_sep|>filename\n"
+        return (
+            "<|repo_name|>myproject\n"
+            + "".join(f"<|file_sep|>{c.file}\n{c.text}" for c in self.ring)
+            + "<|file_sep|>filename\n"
+        )
 
     def prompt(self, text: str, cursor: int) -> str:
         """The server's prompt for a request at `cursor` of `text`."""
@@ -131,8 +134,9 @@ class LlamaVim:
         typed = text[line_start:cursor]
         prefix = _last_tokens("".join(ln + "\n" for ln in above), 3 * (N_BATCH // 4), self.count_tokens)
         suffix_room = max(0, N_BATCH // 4 - (2 + self.count_tokens(typed)))
-        suffix = _first_tokens(text[cursor:line_end] + "\n" + "".join(ln + "\n" for ln in below), suffix_room,
-                               self.count_tokens)
+        suffix = _first_tokens(
+            text[cursor:line_end] + "\n" + "".join(ln + "\n" for ln in below), suffix_room, self.count_tokens
+        )
         return f"{self.extra()}<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>{typed}"
 
     def ring_prompt(self) -> str:
@@ -178,13 +182,19 @@ class LlmLs:
         return cursor >= len(text) or text[cursor].isspace()
 
 
-async def llama_vim_answer(engine: Any, rid: str, prompt: str, n_indent: int = 0,
-                           warm: bool = False) -> tuple[str, GenerationStats]:
+async def llama_vim_answer(
+    engine: Any, rid: str, prompt: str, n_indent: int = 0, warm: bool = False
+) -> tuple[str, GenerationStats]:
     """One llama.vim request on `engine`, the server's stops: `N_PREDICT` tokens, end of generation, and once the
     answer has a new line, `T_MAX_PREDICT_S` after the first token, or a line indented less than `n_indent` (cut
     before it). `warm`: the prompt-only request of a ring update (one token, background)."""
-    req = GenerationRequest(prompt, max_tokens=1 if warm else N_PREDICT, id=rid, warm=warm,
-                            priority=Priority.BACKGROUND if warm else Priority.INTERACTIVE)
+    req = GenerationRequest(
+        prompt,
+        max_tokens=1 if warm else N_PREDICT,
+        id=rid,
+        warm=warm,
+        priority=Priority.BACKGROUND if warm else Priority.INTERACTIVE,
+    )
     first: float | None = None
     text, stats, stopped = "", GenerationStats(), False
     async for event in engine.stream(req):

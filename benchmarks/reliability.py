@@ -67,16 +67,27 @@ async def started(options: dict[str, Any], log: Path, env: dict[str, str] | None
 
 def storm_row(name: str, r: StormResult) -> dict[str, Any]:
     b, a = r.before, r.after
-    return {"name": name, "keystrokes": r.keystrokes, "seconds": round(r.seconds, 1),
-            "requests": r.requests, "answered": r.answered, "unanswered": r.unanswered,
-            "errors": len(r.other_errors), "cancelled": r.cancelled, "with_items": r.with_items,
-            "leaked_engine_requests": a["openEngineRequests"], "leaked_jobs": a["suggestionJobs"],
-            "leaked_requests_in_flight": max(0, a["requestsInFlight"] - 1),  # the health request itself
-            "tasks_before": b["tasks"], "tasks_after": a["tasks"],
-            "rss_mib_before": round(b["rssBytes"] / 2**20, 1), "rss_mib_after": round(a["rssBytes"] / 2**20, 1),
-            "cancel_answer_ms_p50": round(percentile(r.cancel_answer_ms, 50), 2),
-            "cancel_answer_ms_p99": round(percentile(r.cancel_answer_ms, 99), 2),
-            "cancel_answer_n": len(r.cancel_answer_ms)}
+    return {
+        "name": name,
+        "keystrokes": r.keystrokes,
+        "seconds": round(r.seconds, 1),
+        "requests": r.requests,
+        "answered": r.answered,
+        "unanswered": r.unanswered,
+        "errors": len(r.other_errors),
+        "cancelled": r.cancelled,
+        "with_items": r.with_items,
+        "leaked_engine_requests": a["openEngineRequests"],
+        "leaked_jobs": a["suggestionJobs"],
+        "leaked_requests_in_flight": max(0, a["requestsInFlight"] - 1),  # the health request itself
+        "tasks_before": b["tasks"],
+        "tasks_after": a["tasks"],
+        "rss_mib_before": round(b["rssBytes"] / 2**20, 1),
+        "rss_mib_after": round(a["rssBytes"] / 2**20, 1),
+        "cancel_answer_ms_p50": round(percentile(r.cancel_answer_ms, 50), 2),
+        "cancel_answer_ms_p99": round(percentile(r.cancel_answer_ms, 99), 2),
+        "cancel_answer_n": len(r.cancel_answer_ms),
+    }
 
 
 async def run_storm(name: str, options: dict[str, Any], keystrokes: int, rate: float, tmp: Path) -> dict[str, Any]:
@@ -117,8 +128,10 @@ async def run_kills(kills: int, threads: int, tmp: Path) -> dict[str, Any]:
             text += ch
             keys += 1
             try:
-                out = await asyncio.wait_for(client.request(types.TEXT_DOCUMENT_INLINE_COMPLETION,
-                                                            client.inline_params(uri, text, len(text))), 60)
+                out = await asyncio.wait_for(
+                    client.request(types.TEXT_DOCUMENT_INLINE_COMPLETION, client.inline_params(uri, text, len(text))),
+                    60,
+                )
                 answered += 1
                 if out is not None and out.items:
                     served_after[restarts] = served_after.get(restarts, 0) + 1
@@ -128,11 +141,19 @@ async def run_kills(kills: int, threads: int, tmp: Path) -> dict[str, Any]:
         counts = await idle_counts(client)
     finally:
         await client.stop()
-    row = {"name": "kills (llama.cpp)", "faults_injected": kills, "restarts": counts["restarts"],
-           "outages_survived": sum(1 for r in range(1, kills + 1) if served_after.get(r, 0) > 0),
-           "messages": len(messages), "keystrokes": keys, "answered": answered,
-           "suggestions_shown": sum(served_after.values()), "seconds": round(time.perf_counter() - t0, 1),
-           "leaked_engine_requests": counts["openEngineRequests"], "leaked_jobs": counts["suggestionJobs"]}
+    row = {
+        "name": "kills (llama.cpp)",
+        "faults_injected": kills,
+        "restarts": counts["restarts"],
+        "outages_survived": sum(1 for r in range(1, kills + 1) if served_after.get(r, 0) > 0),
+        "messages": len(messages),
+        "keystrokes": keys,
+        "answered": answered,
+        "suggestions_shown": sum(served_after.values()),
+        "seconds": round(time.perf_counter() - t0, 1),
+        "leaked_engine_requests": counts["openEngineRequests"],
+        "leaked_jobs": counts["suggestionJobs"],
+    }
     print(f"kills: {json.dumps(row)}", flush=True)
     return row
 
@@ -154,13 +175,19 @@ def run_fuzz(examples: int) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]]) -> str:
     storms = [r for r in rows if r["name"].startswith("storm")]
     lines = ["| | " + " | ".join(r["name"] for r in storms) + " |", "|---|" + "---:|" * len(storms)]
-    for label, key in [("keystrokes replayed", "keystrokes"), ("seconds", "seconds"),
-                       ("requests answered / sent", None), ("answered RequestCancelled", "cancelled"),
-                       ("answers with a suggestion", "with_items"),
-                       ("leaked engine requests", "leaked_engine_requests"), ("leaked suggestion jobs", "leaked_jobs"),
-                       ("leaked requests in flight", "leaked_requests_in_flight"),
-                       ("asyncio tasks before / after", None), ("RSS before / after (MiB)", None),
-                       ("cancel answered p50 / p99 (ms)", None)]:
+    for label, key in [
+        ("keystrokes replayed", "keystrokes"),
+        ("seconds", "seconds"),
+        ("requests answered / sent", None),
+        ("answered RequestCancelled", "cancelled"),
+        ("answers with a suggestion", "with_items"),
+        ("leaked engine requests", "leaked_engine_requests"),
+        ("leaked suggestion jobs", "leaked_jobs"),
+        ("leaked requests in flight", "leaked_requests_in_flight"),
+        ("asyncio tasks before / after", None),
+        ("RSS before / after (MiB)", None),
+        ("cancel answered p50 / p99 (ms)", None),
+    ]:
         cells = []
         for r in storms:
             if label.startswith("requests answered"):
@@ -176,13 +203,17 @@ def table(rows: list[dict[str, Any]]) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     for r in rows:
         if r["name"].startswith("kills"):
-            lines.append(f"\nengine kills: {r['faults_injected']} injected (die/hang alternately), {r['restarts']} "
-                         f"restarts, {r['outages_survived']} outages followed by suggestions again, {r['messages']} "
-                         f"messages shown, {r['answered']}/{r['keystrokes']} keystrokes answered, "
-                         f"{r['leaked_engine_requests']} leaked engine requests")
+            lines.append(
+                f"\nengine kills: {r['faults_injected']} injected (die/hang alternately), {r['restarts']} "
+                f"restarts, {r['outages_survived']} outages followed by suggestions again, {r['messages']} "
+                f"messages shown, {r['answered']}/{r['keystrokes']} keystrokes answered, "
+                f"{r['leaked_engine_requests']} leaked engine requests"
+            )
         if r["name"] == "fuzz":
-            lines.append(f"\nfuzz: passed={r['passed']}, {r.get('messages', '?')} messages sent "
-                         f"({r['examples_per_property']} examples per property), {r.get('seconds', '?')} s")
+            lines.append(
+                f"\nfuzz: passed={r['passed']}, {r.get('messages', '?')} messages sent "
+                f"({r['examples_per_property']} examples per property), {r.get('seconds', '?')} s"
+            )
     return "\n".join(lines)
 
 
@@ -199,8 +230,9 @@ async def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="sparkls-reliability-"))
     rows = [await run_storm("storm (fake engine)", FAKE, args.keystrokes, args.rate, tmp)]
     if args.model_keystrokes:
-        rows.append(await run_storm("storm (llama.cpp)", model_options(args.threads), args.model_keystrokes,
-                                    args.rate, tmp))
+        rows.append(
+            await run_storm("storm (llama.cpp)", model_options(args.threads), args.model_keystrokes, args.rate, tmp)
+        )
     if args.kills:
         rows.append(await run_kills(args.kills, args.threads, tmp))
     if args.fuzz:

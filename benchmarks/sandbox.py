@@ -26,8 +26,13 @@ def run_program(program: str, timeout_s: float = 10.0) -> tuple[bool, str]:
         path = Path(tmp) / "candidate.py"
         path.write_text(program)
         try:
-            r = subprocess.run([*SANDBOX, sys.executable, "-I", str(path)], cwd=tmp, capture_output=True,
-                               timeout=timeout_s, env={"PATH": "/usr/bin:/bin", "HOME": tmp})
+            r = subprocess.run(
+                [*SANDBOX, sys.executable, "-I", str(path)],
+                cwd=tmp,
+                capture_output=True,
+                timeout=timeout_s,
+                env={"PATH": "/usr/bin:/bin", "HOME": tmp},
+            )
         except subprocess.TimeoutExpired:
             return False, f"timed out after {timeout_s:.0f} s"
         return r.returncode == 0, r.stderr.decode("utf-8", "replace")

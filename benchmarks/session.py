@@ -64,11 +64,28 @@ MAIN_FILE = WORKSPACE / "rich" / "console.py"
 OTHER_FILE = WORKSPACE / "rich" / "text.py"
 MODELS = {"0.5b": "qwen2.5-coder-0.5b", "1.5b": "qwen2.5-coder-1.5b"}
 # Where the replay goes, as indices into the file's places sorted by line: near and far, down and up.
-ROUTE = (("start", 2), ("jump", 3), ("jump", 9), ("jump", 8), ("enter", 8), ("jump", 0), ("jump", 5), ("jump", 11),
-         ("enter", 11), ("switch", 2), ("back", 11), ("jump", 6))
+ROUTE = (
+    ("start", 2),
+    ("jump", 3),
+    ("jump", 9),
+    ("jump", 8),
+    ("enter", 8),
+    ("jump", 0),
+    ("jump", 5),
+    ("jump", 11),
+    ("enter", 11),
+    ("switch", 2),
+    ("back", 11),
+    ("jump", 6),
+)
 N_PLACES = 12
-CONFIGS: dict[str, dict[str, Any]] = {"sparkls": {}, "sparkls-short": {}, "sparkls-full": {},
-                                      "sparkls-ngram": {"speculation": "ngram"}, "baseline": {}}
+CONFIGS: dict[str, dict[str, Any]] = {
+    "sparkls": {},
+    "sparkls-short": {},
+    "sparkls-full": {},
+    "sparkls-ngram": {"speculation": "ngram"},
+    "baseline": {},
+}
 PEER = "llama.vim-like"
 
 
@@ -86,8 +103,11 @@ def places(text: str, language: str, n: int) -> list[Place]:
     rows: set[int] = set()
     for row in body_rows(doc):
         code = lines[row].strip()
-        if len(code) >= 16 and not code.startswith(("#", '"', "'", "@")) and not code.endswith((":", "(", "[", "{",
-                                                                                               ",", "\\")):
+        if (
+            len(code) >= 16
+            and not code.startswith(("#", '"', "'", "@"))
+            and not code.endswith((":", "(", "[", "{", ",", "\\"))
+        ):
             rows.add(row)
     ordered = sorted(rows)
     chosen = [ordered[int((i + 0.5) * len(ordered) / n)] for i in range(n)]
@@ -148,10 +168,16 @@ class Replay:
     def change(self, d: Doc, start: int, end: int, new: str) -> None:
         d.version += 1
         lc = self.client.lc
-        lc.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=d.uri, version=d.version),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=position(d.text, start), end=position(d.text, end)), text=new)]))
+        lc.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=d.uri, version=d.version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(start=position(d.text, start), end=position(d.text, end)), text=new
+                    )
+                ],
+            )
+        )
         d.text = d.text[:start] + new + d.text[end:]
 
     async def collect(self) -> None:
@@ -178,15 +204,22 @@ class Replay:
         """At `cursor`: code actions, a pause, then `typed` one character at a time, each awaited."""
         ev = Event(kind, Path(d.uri).name, row)
         before = set(self.engine)
-        self.client.lc.protocol.send_request_async(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=d.uri),
-            range=types.Range(start=position(d.text, cursor), end=position(d.text, cursor)),
-            context=types.CodeActionContext(diagnostics=[])))
+        self.client.lc.protocol.send_request_async(
+            types.TEXT_DOCUMENT_CODE_ACTION,
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=d.uri),
+                range=types.Range(start=position(d.text, cursor), end=position(d.text, cursor)),
+                context=types.CodeActionContext(diagnostics=[]),
+            ),
+        )
         if kind != "start":
             await asyncio.sleep(self.pause_s)
         await self.collect()
-        ev.warmup_prefilled = sum(e["prompt_tokens"] - e["reused_tokens"] for rid, e in self.engine.items()
-                                  if rid.startswith("warm-") and rid not in before and e["finish_reason"] == "warm")
+        ev.warmup_prefilled = sum(
+            e["prompt_tokens"] - e["reused_tokens"]
+            for rid, e in self.engine.items()
+            if rid.startswith("warm-") and rid not in before and e["finish_reason"] == "warm"
+        )
         for i, ch in enumerate(typed):
             self.change(d, cursor, cursor, ch)
             cursor += 1
@@ -273,13 +306,15 @@ class PeerReplay:
                 self.peer.moved(self._file(d), d.text, row)
                 self.n += 1
                 line = d.text[d.text.rfind("\n", 0, cursor) + 1 : cursor]
-                text, st, ms = await self._run(f"peer-{self.n}", self.peer.prompt(d.text, cursor), False,
-                                               len(line) - len(line.lstrip()))
+                text, st, ms = await self._run(
+                    f"peer-{self.n}", self.peer.prompt(d.text, cursor), False, len(line) - len(line.lstrip())
+                )
                 self.shown = text
             shown = bool(text.strip())
             if ring is not None and ring.done():
-                ev.warmup_prefilled = max(ev.warmup_prefilled, ring.result()[1].prompt_tokens
-                                          - ring.result()[1].reused_tokens)
+                ev.warmup_prefilled = max(
+                    ev.warmup_prefilled, ring.result()[1].prompt_tokens - ring.result()[1].reused_tokens
+                )
             new = 0 if st is None else st.prompt_tokens - st.reused_tokens
             if i == 0:
                 ev.first_ms, ev.shown, ev.text = ms, shown, text
@@ -354,9 +389,16 @@ async def run_config(name: str, model: str, args: argparse.Namespace, env: dict[
         health = plain(await client.request("sparkls/health"))
     finally:
         await client.stop()
-    return {"config": name, "model": model, "options": options, "wall_s": wall, "health": health,
-            "events": [asdict(e) for e in replay.events], "engine": list(replay.engine.values()),
-            "engine_ids": list(replay.engine)}
+    return {
+        "config": name,
+        "model": model,
+        "options": options,
+        "wall_s": wall,
+        "health": health,
+        "events": [asdict(e) for e in replay.events],
+        "engine": list(replay.engine.values()),
+        "engine_ids": list(replay.engine),
+    }
 
 
 async def run_peer(model: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -366,8 +408,14 @@ async def run_peer(model: str, args: argparse.Namespace) -> dict[str, Any]:
     from sparkls.engine.options import LlamaCppOptions
 
     path = str(resolve_model_path("", MODELS[model]))
-    options = LlamaCppOptions(model_path=path, threads=args.threads, n_ctx=peers.N_CTX, n_batch=peers.N_BATCH,
-                              cache_reuse=peers.CACHE_REUSE, kv_states_mb=0)
+    options = LlamaCppOptions(
+        model_path=path,
+        threads=args.threads,
+        n_ctx=peers.N_CTX,
+        n_batch=peers.N_BATCH,
+        cache_reuse=peers.CACHE_REUSE,
+        kv_states_mb=0,
+    )
     engine = LlamaCppEngine(options)
     replay = PeerReplay(engine, path, args.chars, args.pause)
     try:
@@ -375,9 +423,16 @@ async def run_peer(model: str, args: argparse.Namespace) -> dict[str, Any]:
         health = asdict(await engine.health())
     finally:
         await engine.close()
-    return {"config": "llama.vim-like", "model": model, "options": asdict(options), "wall_s": wall,
-            "health": health, "events": [asdict(e) for e in replay.events], "engine": list(replay.engine.values()),
-            "engine_ids": list(replay.engine)}
+    return {
+        "config": "llama.vim-like",
+        "model": model,
+        "options": asdict(options),
+        "wall_s": wall,
+        "health": health,
+        "events": [asdict(e) for e in replay.events],
+        "engine": list(replay.engine.values()),
+        "engine_ids": list(replay.engine),
+    }
 
 
 def summarize(run: dict[str, Any]) -> dict[str, Any]:
@@ -390,8 +445,10 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
         out[label] = {
             "first_ms": dist([e["first_ms"] for e in evs if e["first_ms"] is not None]),
             "ttft_ms": dist([e["ttft_ms"] for e in evs]),
-            "censored": sum(e["censored"] for e in evs), "shown": sum(e["shown"] for e in evs),
-            "exact": sum(e["exact"] for e in evs), "n": len(evs),
+            "censored": sum(e["censored"] for e in evs),
+            "shown": sum(e["shown"] for e in evs),
+            "exact": sum(e["exact"] for e in evs),
+            "n": len(evs),
             "new_tokens": dist([e["new_tokens"] for e in evs]),
             "prompt_tokens": dist([e["prompt_tokens"] for e in evs]),
             "warmup_prefilled": dist([e["warmup_prefilled"] for e in evs]),
@@ -400,18 +457,28 @@ def summarize(run: dict[str, Any]) -> dict[str, Any]:
     warm_new = [n for e in events for n in e["warm_new_tokens"]]
     engine = dict(zip(run["engine_ids"], run["engine"], strict=True))
     unseen_warm = sum(e["prefill_ms"] for rid, e in engine.items() if rid.startswith("warm-"))
-    aborted = sum(e["prefill_ms"] for rid, e in engine.items()
-                  if not rid.startswith("warm-") and e["finish_reason"] == "abort" and e["decode_tokens"] == 0)
-    out["warm keystrokes"] = {"ms": dist(warm), "model_ms": dist([ms for e in events for ms in e["warm_model_ms"]]),
-                              "new_tokens": dist(warm_new)}
+    aborted = sum(
+        e["prefill_ms"]
+        for rid, e in engine.items()
+        if not rid.startswith("warm-") and e["finish_reason"] == "abort" and e["decode_tokens"] == 0
+    )
+    out["warm keystrokes"] = {
+        "ms": dist(warm),
+        "model_ms": dist([ms for e in events for ms in e["warm_model_ms"]]),
+        "new_tokens": dist(warm_new),
+    }
     answered = [e for rid, e in engine.items() if not rid.startswith("warm-") and e["decode_tokens"] > 1]
-    out["decoding"] = {"ms_per_token": sum(e["decode_ms"] for e in answered) / max(1, sum(e["decode_tokens"]
-                                                                                         for e in answered)),
-                       "tokens": sum(e["decode_tokens"] for e in answered),
-                       "drafted": sum(e["draft_tokens"] for e in answered),
-                       "accepted": sum(e["accepted_tokens"] for e in answered)}
-    out["unseen engine work"] = {"warmup_prefill_s": unseen_warm / 1000, "aborted_prefill_s": aborted / 1000,
-                                 "warmups": sum(rid.startswith("warm-") for rid in engine)}
+    out["decoding"] = {
+        "ms_per_token": sum(e["decode_ms"] for e in answered) / max(1, sum(e["decode_tokens"] for e in answered)),
+        "tokens": sum(e["decode_tokens"] for e in answered),
+        "drafted": sum(e["draft_tokens"] for e in answered),
+        "accepted": sum(e["accepted_tokens"] for e in answered),
+    }
+    out["unseen engine work"] = {
+        "warmup_prefill_s": unseen_warm / 1000,
+        "aborted_prefill_s": aborted / 1000,
+        "warmups": sum(rid.startswith("warm-") for rid in engine),
+    }
     return out
 
 
@@ -426,32 +493,76 @@ def table(results: list[dict[str, Any]]) -> str:
     rows.append(head)
     sums = [r["summary"] for r in results]
     for label in ("new place in an open file (jump, enter)", "start", "jump", "enter", "switch", "back"):
-        rows.append([f"{label}: first suggestion ms p50 / p90 (n)",
-                     *[f"{fmt(s[label]['first_ms'])} / {fmt(s[label]['first_ms'], 'p90')} ({s[label]['n']})"
-                       for s in sums]])
-        rows.append([f"{label}: engine TTFT ms p50 / p90",
-                     *[f"{fmt(s[label]['ttft_ms'])} / {fmt(s[label]['ttft_ms'], 'p90')}" for s in sums]])
-        rows.append([f"{label}: new / prompt tokens p50",
-                     *[f"{fmt(s[label]['new_tokens'])} / {fmt(s[label]['prompt_tokens'])}" for s in sums]])
-        rows.append([f"{label}: shown, exact, censored",
-                     *[f"{s[label]['shown']}, {s[label]['exact']}, {s[label]['censored']}" for s in sums]])
-    rows.append(["warm keystroke ms p50 (n)", *[f"{fmt(s['warm keystrokes']['ms'])} ({s['warm keystrokes']['ms']['n']})"
-                                                 for s in sums]])
-    rows.append(["warm keystroke, model-served ms p50 (n)",
-                 *[f"{fmt(s['warm keystrokes']['model_ms'])} ({s['warm keystrokes']['model_ms']['n']})" for s in sums]])
+        rows.append(
+            [
+                f"{label}: first suggestion ms p50 / p90 (n)",
+                *[f"{fmt(s[label]['first_ms'])} / {fmt(s[label]['first_ms'], 'p90')} ({s[label]['n']})" for s in sums],
+            ]
+        )
+        rows.append(
+            [
+                f"{label}: engine TTFT ms p50 / p90",
+                *[f"{fmt(s[label]['ttft_ms'])} / {fmt(s[label]['ttft_ms'], 'p90')}" for s in sums],
+            ]
+        )
+        rows.append(
+            [
+                f"{label}: new / prompt tokens p50",
+                *[f"{fmt(s[label]['new_tokens'])} / {fmt(s[label]['prompt_tokens'])}" for s in sums],
+            ]
+        )
+        rows.append(
+            [
+                f"{label}: shown, exact, censored",
+                *[f"{s[label]['shown']}, {s[label]['exact']}, {s[label]['censored']}" for s in sums],
+            ]
+        )
+    rows.append(
+        [
+            "warm keystroke ms p50 (n)",
+            *[f"{fmt(s['warm keystrokes']['ms'])} ({s['warm keystrokes']['ms']['n']})" for s in sums],
+        ]
+    )
+    rows.append(
+        [
+            "warm keystroke, model-served ms p50 (n)",
+            *[f"{fmt(s['warm keystrokes']['model_ms'])} ({s['warm keystrokes']['model_ms']['n']})" for s in sums],
+        ]
+    )
     rows.append(["warm keystroke new tokens p50", *[fmt(s["warm keystrokes"]["new_tokens"]) for s in sums]])
-    rows.append(["decoding ms per token (tokens), drafts accepted / drafted",
-                 *[f"{s['decoding']['ms_per_token']:.0f} ({s['decoding']['tokens']}), "
-                   f"{s['decoding']['accepted']} / {s['decoding']['drafted']}" for s in sums]])
-    rows.append(["warm-ups (prefill s)", *[f"{s['unseen engine work']['warmups']} "
-                                            f"({s['unseen engine work']['warmup_prefill_s']:.1f})" for s in sums]])
-    rows.append(["aborted before a token (prefill s)",
-                 *[f"{s['unseen engine work']['aborted_prefill_s']:.1f}" for s in sums]])
+    rows.append(
+        [
+            "decoding ms per token (tokens), drafts accepted / drafted",
+            *[
+                f"{s['decoding']['ms_per_token']:.0f} ({s['decoding']['tokens']}), "
+                f"{s['decoding']['accepted']} / {s['decoding']['drafted']}"
+                for s in sums
+            ],
+        ]
+    )
+    rows.append(
+        [
+            "warm-ups (prefill s)",
+            *[
+                f"{s['unseen engine work']['warmups']} ({s['unseen engine work']['warmup_prefill_s']:.1f})"
+                for s in sums
+            ],
+        ]
+    )
+    rows.append(
+        ["aborted before a token (prefill s)", *[f"{s['unseen engine work']['aborted_prefill_s']:.1f}" for s in sums]]
+    )
     for label in ("new place in an open file (jump, enter)", "switch", "back"):
         ratio = []
         for r, s in zip(results, sums, strict=True):
-            peer = next((p["summary"][label]["first_ms"]["p50"] for p in results
-                         if p["config"] == PEER and p["model"] == r["model"]), None)
+            peer = next(
+                (
+                    p["summary"][label]["first_ms"]["p50"]
+                    for p in results
+                    if p["config"] == PEER and p["model"] == r["model"]
+                ),
+                None,
+            )
             mine = s[label]["first_ms"]["p50"]
             ratio.append("-" if peer is None or mine is None or r["config"] == PEER else f"{peer / mine:.1f}x")
         rows.append([f"{label}: peer p50 / this p50", *ratio])
@@ -495,8 +606,12 @@ def main() -> int:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": machine(),
-               "baseline_ref": git("rev-parse", args.baseline_ref), "route": ROUTE, "results": results}
+    payload = {
+        "machine": machine(),
+        "baseline_ref": git("rev-parse", args.baseline_ref),
+        "route": ROUTE,
+        "results": results,
+    }
     out.write_text(json.dumps(payload, indent=2))
     out.with_suffix(".txt").write_text(text + "\n")
     print(f"wrote {out}")

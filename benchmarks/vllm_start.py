@@ -35,10 +35,12 @@ CONFIGS: dict[str, dict[str, str]] = {
     "aot": {"VLLM_USE_AOT_COMPILE": "1"},  # vLLM's own default with torch >= 2.10
     "aot-off": {"VLLM_USE_AOT_COMPILE": "0"},  # sparkls' default on a CPU
 }
-PROMPT = ("<|fim_prefix|>def mean(values: list[float]) -> float:\n"
-          "    \"\"\"The arithmetic mean; 0 for no values.\"\"\"\n    if not values:\n        return 0.0\n"
-          "    <|fim_suffix|>\n\n\ndef median(values):\n    pass\n"
-          "<|fim_middle|>")
+PROMPT = (
+    "<|fim_prefix|>def mean(values: list[float]) -> float:\n"
+    '    """The arithmetic mean; 0 for no values."""\n    if not values:\n        return 0.0\n'
+    "    <|fim_suffix|>\n\n\ndef median(values):\n    pass\n"
+    "<|fim_middle|>"
+)
 
 
 async def child(model: str) -> dict[str, Any]:
@@ -60,10 +62,17 @@ async def child(model: str) -> dict[str, Any]:
     request_ms = (time.perf_counter() - t1) * 1000
     await engine.close()
     ends = [t for t, _ in stages.stages[1:]] + [ready_s]
-    return {"ready_s": round(ready_s, 2), "ok": health.ok, "compile_cache": stages.compile_cache,
-            "stages": [{"stage": s, "at_s": round(t, 2), "s": round(e - t, 2)}
-                       for (t, s), e in zip(stages.stages, ends, strict=True)],
-            "first_request_ttft_ms": round(first_ms or 0.0, 1), "first_request_ms": round(request_ms, 1)}
+    return {
+        "ready_s": round(ready_s, 2),
+        "ok": health.ok,
+        "compile_cache": stages.compile_cache,
+        "stages": [
+            {"stage": s, "at_s": round(t, 2), "s": round(e - t, 2)}
+            for (t, s), e in zip(stages.stages, ends, strict=True)
+        ],
+        "first_request_ttft_ms": round(first_ms or 0.0, 1),
+        "first_request_ms": round(request_ms, 1),
+    }
 
 
 def compile_s(run: dict[str, Any]) -> float:
@@ -87,11 +96,20 @@ def main() -> int:
     for name in args.configs.split(","):
         with tempfile.TemporaryDirectory(prefix="sparkls-vllm-cache-") as cache:
             for start in ("cold", "warm"):
-                env = {**os.environ, **CONFIGS[name], "VLLM_CACHE_ROOT": cache,
-                       "TORCHINDUCTOR_CACHE_DIR": str(Path(cache, "inductor")),
-                       "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
-                proc = subprocess.run([sys.executable, __file__, "--child", "--model", args.model], env=env,
-                                      capture_output=True, text=True, timeout=1800)
+                env = {
+                    **os.environ,
+                    **CONFIGS[name],
+                    "VLLM_CACHE_ROOT": cache,
+                    "TORCHINDUCTOR_CACHE_DIR": str(Path(cache, "inductor")),
+                    "VLLM_LOGGING_STREAM": "ext://sys.stderr",
+                }
+                proc = subprocess.run(
+                    [sys.executable, __file__, "--child", "--model", args.model],
+                    env=env,
+                    capture_output=True,
+                    text=True,
+                    timeout=1800,
+                )
                 if proc.returncode != 0:
                     print(f"{name} {start}: failed (rc {proc.returncode})\n{proc.stderr[-3000:]}")
                     results.append({"config": name, "start": start, "error": proc.stderr[-3000:]})
@@ -99,20 +117,28 @@ def main() -> int:
                 run = json.loads(proc.stdout.strip().splitlines()[-1])
                 run.update(config=name, env=CONFIGS[name], start=start)
                 results.append(run)
-                print(f"{name} {start}: ready in {run['ready_s']} s; "
-                      + ", ".join(f"{s['stage']} {s['s']}" for s in run["stages"]), flush=True)
+                print(
+                    f"{name} {start}: ready in {run['ready_s']} s; "
+                    + ", ".join(f"{s['stage']} {s['s']}" for s in run["stages"]),
+                    flush=True,
+                )
 
-    lines = ["| config | start | ready (s) | compiling (s) | compile cache | first request TTFT (ms) "
-             "| first request (ms) |",
-             "|---|---|---:|---:|---|---:|---:|"]
+    lines = [
+        "| config | start | ready (s) | compiling (s) | compile cache | first request TTFT (ms) | first request (ms) |",
+        "|---|---|---:|---:|---|---:|---:|",
+    ]
     for r in results:
         if "error" not in r:
-            lines.append(f"| {r['config']} | {r['start']} | {r['ready_s']:.1f} | {compile_s(r):.1f} | "
-                         f"{r['compile_cache'] or 'not reported'} | {r['first_request_ttft_ms']:.0f} | "
-                         f"{r['first_request_ms']:.0f} |")
+            lines.append(
+                f"| {r['config']} | {r['start']} | {r['ready_s']:.1f} | {compile_s(r):.1f} | "
+                f"{r['compile_cache'] or 'not reported'} | {r['first_request_ttft_ms']:.0f} | "
+                f"{r['first_request_ms']:.0f} |"
+            )
     stage_lines = ["", "stages (s), in order:"] + [
         f"- {r['config']} {r['start']}: " + ", ".join(f"{s['stage']} {s['s']:.1f}" for s in r["stages"])
-        for r in results if "error" not in r]
+        for r in results
+        if "error" not in r
+    ]
     table = "\n".join(lines + stage_lines)
     print(table)
     save(args.out, {"model": args.model, "results": results}, table)

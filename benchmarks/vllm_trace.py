@@ -71,9 +71,9 @@ def load_settings(path: Path) -> dict[str, object]:
 def save_settings(path: Path, settings: dict[str, object]) -> None:
     '''
 PROMPT_TYPED = "text = json.dumps(settings, indent=2, sort_keys=True)"
-PROMPT_TAIL = '''<|fim_suffix|>
+PROMPT_TAIL = """<|fim_suffix|>
     path.write_text(text + "\\n")
-<|fim_middle|>'''
+<|fim_middle|>"""
 
 
 def prompts(n: int) -> list[str]:
@@ -117,13 +117,22 @@ async def child(model: str, n: int, warmup: int, stops_as_text: bool) -> dict[st
         if i < warmup or m is None or not m.scheduled_ts:
             continue
         ms = lambda a, b: round((b - a) * 1000, 2)  # noqa: E731
-        rows.append({
-            "tokenize": ms(rec["t0"], rec["sent"]), "to core": ms(rec["sent"], m.queued_ts),
-            "wait": ms(m.queued_ts, m.scheduled_ts), "vLLM TTFT": ms(m.scheduled_ts, m.first_token_ts),
-            "back": ms(m.first_token_ts, rec["first_output"]), "first text": ms(rec["first_output"], rec["first_text"]),
-            "wall TTFT": ms(rec["t0"], rec["first_text"]), "queue_ms (sparkls stats)": round(stats.queue_ms, 1),
-            "prompt_tokens": stats.prompt_tokens, "cached_tokens": stats.reused_tokens,
-            "decode_tokens": stats.decode_tokens, "decode_ms": round(stats.decode_ms, 1)})
+        rows.append(
+            {
+                "tokenize": ms(rec["t0"], rec["sent"]),
+                "to core": ms(rec["sent"], m.queued_ts),
+                "wait": ms(m.queued_ts, m.scheduled_ts),
+                "vLLM TTFT": ms(m.scheduled_ts, m.first_token_ts),
+                "back": ms(m.first_token_ts, rec["first_output"]),
+                "first text": ms(rec["first_output"], rec["first_text"]),
+                "wall TTFT": ms(rec["t0"], rec["first_text"]),
+                "queue_ms (sparkls stats)": round(stats.queue_ms, 1),
+                "prompt_tokens": stats.prompt_tokens,
+                "cached_tokens": stats.reused_tokens,
+                "decode_tokens": stats.decode_tokens,
+                "decode_ms": round(stats.decode_ms, 1),
+            }
+        )
     await engine.close()
     return {"start_s": round(start_s, 1), "requests": rows}
 
@@ -153,8 +162,18 @@ def main() -> int:
     results = []
     for name in args.configs.split(","):
         env = {**os.environ, **CONFIGS[name], "VLLM_LOGGING_STREAM": "ext://sys.stderr"}
-        cmd = [sys.executable, __file__, "--child", "--model", args.model, "--requests", str(args.requests),
-               "--warmup", str(args.warmup), *(["--stops-as-text"] if name == "stops-as-text" else [])]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--model",
+            args.model,
+            "--requests",
+            str(args.requests),
+            "--warmup",
+            str(args.warmup),
+            *(["--stops-as-text"] if name == "stops-as-text" else []),
+        ]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1200)
         if proc.returncode != 0:
@@ -162,18 +181,27 @@ def main() -> int:
             results.append({"config": name, "env": CONFIGS[name], "error": proc.stderr[-3000:]})
             continue
         data = json.loads(proc.stdout.strip().splitlines()[-1])
-        data.update(config=name, env=CONFIGS[name], summary=summary(data["requests"]),
-                    seconds=round(time.perf_counter() - t0, 1))
+        data.update(
+            config=name,
+            env=CONFIGS[name],
+            summary=summary(data["requests"]),
+            seconds=round(time.perf_counter() - t0, 1),
+        )
         results.append(data)
         print(f"{name}: done in {data['seconds']} s", flush=True)
 
-    lines = ["| config | n | " + " | ".join(HOPS) + " | wall / vLLM | engine start (s) |",
-             "|---|---:|" + "---:|" * (len(HOPS) + 2)]
+    lines = [
+        "| config | n | " + " | ".join(HOPS) + " | wall / vLLM | engine start (s) |",
+        "|---|---:|" + "---:|" * (len(HOPS) + 2),
+    ]
     for r in results:
         if "summary" in r:
             s = r["summary"]
-            lines.append(f"| {r['config']} | {len(r['requests'])} | " + " | ".join(f"{s[h]:.1f}" for h in HOPS)
-                         + f" | {s['ratio']:.2f}x | {r['start_s']} |")
+            lines.append(
+                f"| {r['config']} | {len(r['requests'])} | "
+                + " | ".join(f"{s[h]:.1f}" for h in HOPS)
+                + f" | {s['ratio']:.2f}x | {r['start_s']} |"
+            )
     table = "\n".join(lines)
     print("medians in ms\n" + table)
     save(args.out, {"model": args.model, "results": results}, table)

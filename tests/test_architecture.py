@@ -24,9 +24,11 @@ def test_only_the_lsp_layer_and_the_demo_import_lsprotocol_or_pygls():
 
 
 def test_the_engine_backends_import_their_libraries_lazily():
-    code = ("import sys, sparkls.engine.llamacpp, sparkls.engine.vllm, sparkls.engine.openai, sparkls.lsp.app, "
-            "sparkls.completion.pipeline, sparkls.tools.doctor; "
-            "print([m for m in ('llama_cpp', 'vllm', 'torch') if m in sys.modules])")
+    code = (
+        "import sys, sparkls.engine.llamacpp, sparkls.engine.vllm, sparkls.engine.openai, sparkls.lsp.app, "
+        "sparkls.completion.pipeline, sparkls.tools.doctor; "
+        "print([m for m in ('llama_cpp', 'vllm', 'torch') if m in sys.modules])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
@@ -44,14 +46,29 @@ def test_only_their_own_backend_modules_import_vllm_or_llama_cpp():
 
 
 def test_the_engine_layer_never_imports_pygls():
-    offenders = [p.name for p in (PKG / "engine").rglob("*.py") if "pygls" in p.read_text() or "lsprotocol" in
-                 p.read_text()]
+    offenders = [
+        p.name for p in (PKG / "engine").rglob("*.py") if "pygls" in p.read_text() or "lsprotocol" in p.read_text()
+    ]
     assert offenders == []
 
 
 def test_the_code_passes_the_chosen_lint_rules():
-    r = subprocess.run([sys.executable, "-m", "ruff", "check", "server", "tests", "benchmarks"], cwd=ROOT,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "server", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_the_code_is_formatted_as_ruff_formats_it():
+    r = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", "server", "tests", "benchmarks"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
 
 
@@ -64,6 +81,7 @@ def test_the_types_check():
 def _import_graph() -> dict[str, set[str]]:
     """Module -> the sparkls modules it imports (every import statement, also inside functions and
     `TYPE_CHECKING` blocks), from the source itself."""
+
     def name_of(path: Path) -> str:
         parts = path.relative_to(PKG.parent).with_suffix("").parts
         return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -104,7 +122,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         state[n] = "open"
         for d in sorted(graph.get(n, ())):
             if state.get(d) == "open":
-                found.append([*path[path.index(d):], d])
+                found.append([*path[path.index(d) :], d])
             elif d not in state:
                 visit(d, [*path, d])
         state[n] = "done"
@@ -141,15 +159,23 @@ def test_the_session_imports_no_feature_and_the_engine_no_settings():
     graph = _import_graph()
     features = ("sparkls.completion", "sparkls.edit", "sparkls.lsp", "sparkls.tools")
     assert sorted(d for d in graph["sparkls.session"] if d.startswith(features)) == []
-    engine = [d for m, deps in graph.items() if m.startswith("sparkls.engine") for d in deps
-              if not d.startswith("sparkls.engine")]
+    engine = [
+        d
+        for m, deps in graph.items()
+        if m.startswith("sparkls.engine")
+        for d in deps
+        if not d.startswith("sparkls.engine")
+    ]
     assert engine == []
 
 
 def test_no_function_is_longer_than_sixty_lines():
-    long = [(p.relative_to(PKG).as_posix(), n.name, n.end_lineno - n.lineno + 1)
-            for p in PKG.rglob("*.py") for n in ast.walk(ast.parse(p.read_text()))
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.end_lineno - n.lineno + 1 > 60]
+    long = [
+        (p.relative_to(PKG).as_posix(), n.name, n.end_lineno - n.lineno + 1)
+        for p in PKG.rglob("*.py")
+        for n in ast.walk(ast.parse(p.read_text()))
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.end_lineno - n.lineno + 1 > 60
+    ]
     assert long == []
 
 

@@ -69,7 +69,11 @@ def test_sparkls_schema_prints_every_setting_with_its_default_and_limits():
     props = schema["properties"]
     assert list(props) == [f.alias for f in Settings.model_fields.values()]
     assert {k: props["threads"][k] for k in ("type", "default", "minimum", "maximum")} == {
-        "type": "integer", "default": 0, "minimum": 0, "maximum": 256}
+        "type": "integer",
+        "default": 0,
+        "minimum": 0,
+        "maximum": 256,
+    }
     assert props["engine"]["enum"] == ["llamacpp", "vllm", "openai", "fake"]
     assert props["excludeFiles"]["items"] == {"type": "string"}
     assert all(p.get("description") for p in props.values())

@@ -24,8 +24,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SPECIAL = ["<|endoftext|>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
-           "<|repo_name|>", "<|file_sep|>", "<|im_start|>", "<|im_end|>"]
+SPECIAL = [
+    "<|endoftext|>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<|im_start|>",
+    "<|im_end|>",
+]
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,9 +42,11 @@ def _corpus() -> list[str]:
     """Fixed synthetic Python (the tokenizer, hence the model, must not change when sources do)."""
     lines = []
     for i in range(400):
-        lines.append(f"def helper_{i}(x, y={i}):\n    \"\"\"Return x times {i}.\"\"\"\n    if x > {i}:\n"
-                     f"        return x * {i} + y\n    for item in range({i}):\n        print(item, x)\n"
-                     f"    return None\n\n\nclass Thing{i}:\n    def __init__(self):\n        self.value = {i}\n")
+        lines.append(
+            f'def helper_{i}(x, y={i}):\n    """Return x times {i}."""\n    if x > {i}:\n'
+            f"        return x * {i} + y\n    for item in range({i}):\n        print(item, x)\n"
+            f"    return None\n\n\nclass Thing{i}:\n    def __init__(self):\n        self.value = {i}\n"
+        )
     return lines
 
 
@@ -67,12 +78,30 @@ def _cycle(model, ids: list[int], hidden: int) -> None:
     model.model.norm.weight.copy_(torch.ones(hidden))
 
 
-def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_heads: int = 2,
-          intermediate: int = 256, vocab: int = 2048, max_positions: int = 8192, seed: int = 0,
-          output: str = "constant") -> Path:
+def build(
+    dest: Path,
+    hidden: int = 128,
+    layers: int = 2,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int = 256,
+    vocab: int = 2048,
+    max_positions: int = 8192,
+    seed: int = 0,
+    output: str = "constant",
+) -> Path:
     """Write the model to `dest` (skipped when a complete one with the same shape is already there)."""
-    shape = {"hidden": hidden, "layers": layers, "heads": heads, "kv_heads": kv_heads, "output": output,
-             "intermediate": intermediate, "vocab": vocab, "max_positions": max_positions, "seed": seed}
+    shape = {
+        "hidden": hidden,
+        "layers": layers,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "output": output,
+        "intermediate": intermediate,
+        "vocab": vocab,
+        "max_positions": max_positions,
+        "seed": seed,
+    }
     stamp = dest / "sparkls-tiny.json"
     if stamp.is_file() and json.loads(stamp.read_text()) == shape:
         return dest
@@ -84,19 +113,34 @@ def build(dest: Path, hidden: int = 128, layers: int = 2, heads: int = 4, kv_hea
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab - len(SPECIAL), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab - len(SPECIAL), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     tok.train_from_iterator(_corpus(), trainer)
     tok.add_special_tokens(SPECIAL)  # after the learned vocabulary: id 0 is an ordinary character
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", pad_token="<|endoftext|>",
-                                   additional_special_tokens=SPECIAL[1:])
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        eos_token="<|endoftext|>",
+        pad_token="<|endoftext|>",
+        additional_special_tokens=SPECIAL[1:],
+    )
     fast.save_pretrained(dest)
     eos = fast.convert_tokens_to_ids("<|endoftext|>")
     config = Qwen2Config(
-        vocab_size=vocab, hidden_size=hidden, intermediate_size=intermediate, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv_heads, max_position_embeddings=max_positions,
-        tie_word_embeddings=True, bos_token_id=eos, eos_token_id=eos, torch_dtype="float32",
-        rope_theta=10000.0, use_sliding_window=False)
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        bos_token_id=eos,
+        eos_token_id=eos,
+        torch_dtype="float32",
+        rope_theta=10000.0,
+        use_sliding_window=False,
+    )
     if output == "cycle":
         config.tie_word_embeddings = False
     torch.manual_seed(seed)

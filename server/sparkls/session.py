@@ -101,8 +101,9 @@ class Session:
                 return
             log.info("engine settings changed: rebuilding the %s engine", self.settings.engine)
             self._built = options
-            await self.engine.replace(lambda recorder: create_engine(options, recorder),
-                                      self.settings.supervisor_options())
+            await self.engine.replace(
+                lambda recorder: create_engine(options, recorder), self.settings.supervisor_options()
+            )
 
     def set_workspace(self, roots: Sequence[Path]) -> None:
         """The workspace folders (the only places other files are read from) and the exclusion globs."""
@@ -189,8 +190,11 @@ class Session:
         if self.engine is None:
             options = self._built = self.settings.engine_options()
             self.engine = SupervisedEngine(
-                lambda recorder: create_engine(options, recorder), self.settings.supervisor_options(),
-                on_outage=lambda m: self.notify("error", m), on_recovered=lambda m: self.notify("info", m))
+                lambda recorder: create_engine(options, recorder),
+                self.settings.supervisor_options(),
+                on_outage=lambda m: self.notify("error", m),
+                on_recovered=lambda m: self.notify("info", m),
+            )
             with contextlib.suppress(RuntimeError):  # outside an event loop (a script): nothing watches the start
                 self.engine.start()
         return self.engine

@@ -19,8 +19,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_gpu_benchmark_runs_every_part_in_smoke_mode(tmp_path):
     require("vllm", "the GPU benchmark's engines")
     out = tmp_path / "gpu.json"
-    proc = subprocess.run([sys.executable, "benchmarks/gpu.py", "--smoke", "--out", str(out),
-                           "--work", str(tmp_path / "models")], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "benchmarks/gpu.py", "--smoke", "--out", str(out), "--work", str(tmp_path / "models")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     record = json.loads(out.read_text())
     assert record["smoke"] is True and record["machine"]["cores"] and "command" in record["machine"]

@@ -34,6 +34,10 @@ def test_an_edit_elsewhere_is_shown_but_neither_exact_nor_located_and_no_edit_is
     s = score(TEXT, ROW, 0, len(TEXT), TEXT.replace("a):", "b):"), [diff.Edit(start, start + 1, "b")])
     assert (s["exact"], s["shown"], s["located"]) == (False, True, False)
     none = score(TEXT, ROW, 0, 0, "", [])
-    summary = summarize([{"lang": "python", "cold_ms": 1.0, "warm_ms": 1.0, **s},
-                         {"lang": "python", "cold_ms": 1.0, "warm_ms": 1.0, **none}])
+    summary = summarize(
+        [
+            {"lang": "python", "cold_ms": 1.0, "warm_ms": 1.0, **s},
+            {"lang": "python", "cold_ms": 1.0, "warm_ms": 1.0, **none},
+        ]
+    )
     assert (summary["exact"], summary["shown"], summary["precision"], summary["located"]) == (0.0, 0.5, 0.0, 0.0)

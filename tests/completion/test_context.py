@@ -8,7 +8,7 @@ from sparkls.completion.context import Budget
 from tests.completion_support import LONG_DOC
 from tests.conftest import doc_at
 
-PY = '''import os
+PY = """import os
 from typing import Any
 
 
@@ -26,7 +26,7 @@ class Box:
 
 def main() -> None:
     print(helper(1, 2))
-'''
+"""
 
 
 def build(text, language="python", budget=None, layout="anchored"):
@@ -134,6 +134,7 @@ def test_the_preamble_does_not_change_as_the_suffix_window_slides_over_a_definit
 
 # -- the anchored layout: a frame kept while the user types ---------------------------------------------
 
+
 def type_along(text: str, typed: str, budget: Budget | None = None, language: str = "python"):
     """Contexts for each keystroke of `typed` at the cursor of `text`, each built on the last one's frame."""
     doc, cursor = doc_at(text, language)
@@ -216,6 +217,7 @@ def test_a_missing_closing_brace_is_counted_in_brace_languages():
 
 
 # -- the end of a line: finish it, or the next line(s) -------------------------------------------------
+
 
 def test_a_line_finished_with_a_closing_character_asks_for_the_next_line():
     ctx = build("def f(x):\n    y = g(x)<|>\n    return y\n")
@@ -309,7 +311,7 @@ def test_crlf_documents_get_crlf_newlines():
 
 # -- secrets: the prompt shows them redacted, the frame keeps the document's text ---------------------------
 
-SECRETS = '''import os
+SECRETS = """import os
 
 AWS_KEY = "AKIAIOSFODNN7EXAMPLE"
 
@@ -322,15 +324,19 @@ def main() -> None:
     api_key = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"
     <|>
     client = make(password="wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY")
-'''
+"""
 
 
 def test_the_prompt_shows_secrets_redacted_while_the_frame_keeps_the_documents_text():
     ctxs = type_along(SECRETS, "conn\nx", Budget(prefix_tokens=30, preamble_tokens=200))
     shown = [context.redacted(c) for c in ctxs]
     texts = [s.preamble + s.prefix + s.suffix + s.middle for s in shown]
-    for secret in ("AKIAIOSFODNN7EXAMPLE", "ghp_16C7e42F292c6912E7710c838347Ae178B4a", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
-                   "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"):
+    for secret in (
+        "AKIAIOSFODNN7EXAMPLE",
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",
+        "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA",
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    ):
         assert not any(secret in t for t in texts), secret
     assert 'token: str = "<redacted>"' in shown[0].preamble  # the outline keeps the signature's shape
     assert shown[0].middle == '    api_key = "<redacted>"\n' and 'password="<redacted>"' in shown[0].suffix
@@ -342,8 +348,11 @@ def test_the_prompt_shows_secrets_redacted_while_the_frame_keeps_the_documents_t
 
 def test_moving_to_another_function_keeps_the_outline_so_the_prompts_head_is_reused():
     # Each function calls another, far away: an outline ranked by what the place calls would differ per place.
-    defs = "".join(f"def helper_{i}(value_{i}: int) -> int:\n    part = helper_{i // 2}(value_{i})\n"
-                   f"    total = part * {i}\n    return total\n\n\n" for i in range(40))
+    defs = "".join(
+        f"def helper_{i}(value_{i}: int) -> int:\n    part = helper_{i // 2}(value_{i})\n"
+        f"    total = part * {i}\n    return total\n\n\n"
+        for i in range(40)
+    )
     text = "import os\nimport sys\n\n\n" + defs
     budget = Budget(prefix_tokens=60, suffix_tokens=8, preamble_tokens=60)  # the outline holds only the first few
     heads = set()

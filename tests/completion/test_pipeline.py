@@ -52,12 +52,11 @@ async def test_a_warm_up_sends_the_prompt_the_next_keystroke_only_appends_to():
     (warm,) = engine.requests
     assert warm.warm and warm.priority == Priority.BACKGROUND and stats.finish_reason == "warm"
     typed = doc.edit(cursor, cursor, "r", doc.version + 1)  # the user types at the place it warmed
-    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"],
-                           frame=prepared.ctx.frame)
+    await pipeline.suggest(typed, cursor + 1, Settings(), engine, prompt.TEMPLATES["qwen"], frame=prepared.ctx.frame)
     keystroke = engine.requests[-1]
     assert not keystroke.warm
     assert keystroke.prompt.startswith(warm.prompt)  # stands on the warm-up's frame: its KV is all reused
-    assert keystroke.prompt[len(warm.prompt):] == "    r"
+    assert keystroke.prompt[len(warm.prompt) :] == "    r"
 
 
 async def test_no_warm_up_is_sent_for_a_line_holding_a_credential():
@@ -85,8 +84,9 @@ async def test_a_first_window_in_a_new_document_has_no_snippets_later_frames_the
     ctx = (await pipeline.prepare(doc, cursor, settings, place=place, budget=first)).ctx
     assert ctx is not None
     assert ctx.frame is not None and ctx.frame.snippets == () and asked == []  # the first answer waits for none
-    full = (await pipeline.prepare(doc, cursor, settings, frame=ctx.frame, place=place,
-                                   budget=pipeline.budget_of(settings))).ctx
+    full = (
+        await pipeline.prepare(doc, cursor, settings, frame=ctx.frame, place=place, budget=pipeline.budget_of(settings))
+    ).ctx
     assert full is not None
     assert full.frame is not None and full.frame.snippets == (("lib/other.py", "def other(): ..."),)
     up = doc.text.index("        self.column_3")

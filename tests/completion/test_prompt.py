@@ -12,8 +12,7 @@ def test_qwen_prompt_puts_the_suffix_before_the_typed_text():
     doc, cursor = doc_at("import os\n\ndef f(x):\n    return <|>\n\nprint(f(2))\n")
     ctx = context.build(doc, cursor)
     p = prompt.render(ctx, prompt.TEMPLATES["qwen"], path="a.py")
-    assert p.text == ("<|fim_prefix|>import os\n\n<|fim_suffix|>\n\nprint(f(2))\n<|fim_middle|>"
-                      "def f(x):\n    return ")
+    assert p.text == ("<|fim_prefix|>import os\n\n<|fim_suffix|>\n\nprint(f(2))\n<|fim_middle|>def f(x):\n    return ")
     assert p.text[p.stable_chars :] == "def f(x):\n    return "
 
 
@@ -45,8 +44,10 @@ def test_other_files_go_in_the_head_in_the_repo_level_format():
     frame = dataclasses.replace(ctx.frame, snippets=(("pkg/util.py", "def helper(a: int) -> int: ..."),))
     ctx = dataclasses.replace(ctx, frame=frame)
     p = prompt.render(ctx, prompt.TEMPLATES["qwen"], path="pkg/main.py", repo="pkg")
-    assert p.text.startswith("<|repo_name|>pkg\n<|file_sep|>pkg/util.py\ndef helper(a: int) -> int: ...\n"
-                             "<|file_sep|>pkg/main.py\n<|fim_prefix|>")
+    assert p.text.startswith(
+        "<|repo_name|>pkg\n<|file_sep|>pkg/util.py\ndef helper(a: int) -> int: ...\n"
+        "<|file_sep|>pkg/main.py\n<|fim_prefix|>"
+    )
 
 
 def test_repo_level_format_carries_the_preamble_for_qwen():

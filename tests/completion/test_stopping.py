@@ -24,8 +24,10 @@ def test_single_line_mode_stops_at_the_end_of_the_line():
 
 
 def test_multi_line_stops_when_the_code_leaves_the_block():
-    got = run("def f(xs):\n    <|>\n", "    total = 0\n    for x in xs:\n        total += x\n    return total\n\n"
-              "def g():\n    pass\n")
+    got = run(
+        "def f(xs):\n    <|>\n",
+        "    total = 0\n    for x in xs:\n        total += x\n    return total\n\ndef g():\n    pass\n",
+    )
     assert got == "    total = 0\n    for x in xs:\n        total += x\n    return total"
 
 
@@ -101,11 +103,15 @@ def test_healed_indentation_is_removed_from_the_model_output():
 
 
 def test_a_block_that_closes_its_own_brace_keeps_it_even_when_the_suffix_starts_with_one():
-    got = run("function f(xs) {\n  let t = 0;\n<|>\n  return t;\n}\n",
-              "  for (const x of xs) {\n    t += x;\n  }\n  return t;\n}\n", "javascript")
+    got = run(
+        "function f(xs) {\n  let t = 0;\n<|>\n  return t;\n}\n",
+        "  for (const x of xs) {\n    t += x;\n  }\n  return t;\n}\n",
+        "javascript",
+    )
     assert got == "  for (const x of xs) {\n    t += x;\n  }"
-    got = run("function f(xs) {\n  let t = 0;\n  <|>\n}\n", "for (const x of xs) {\n    t += x;\n  }\n}\n",
-              "javascript")
+    got = run(
+        "function f(xs) {\n  let t = 0;\n  <|>\n}\n", "for (const x of xs) {\n    t += x;\n  }\n}\n", "javascript"
+    )
     assert got == "for (const x of xs) {\n    t += x;\n  }"
 
 

@@ -30,8 +30,10 @@ class Editor:
     _held: list[types.DidChangeTextDocumentParams] | None = None
 
     def __post_init__(self) -> None:
-        async def apply_edit(ls: LanguageClient, params: types.ApplyWorkspaceEditParams,
-                             ) -> types.ApplyWorkspaceEditResult:
+        async def apply_edit(
+            ls: LanguageClient,
+            params: types.ApplyWorkspaceEditParams,
+        ) -> types.ApplyWorkspaceEditResult:
             if not self.report_delay_s:
                 return self._apply_edit(params)
             self._held = []
@@ -64,15 +66,17 @@ class Editor:
         """The user replaces text[offset:end] with `text`."""
         old = self.texts[uri]
         rng = types.Range(start=self.pos(uri, offset), end=self.pos(uri, end))
-        self._change(uri, old[:offset] + text + old[end:], [types.TextDocumentContentChangePartial(range=rng,
-                                                                                                  text=text)])
+        self._change(
+            uri, old[:offset] + text + old[end:], [types.TextDocumentContentChangePartial(range=rng, text=text)]
+        )
 
     def _change(self, uri: str, new: str, changes: list[types.TextDocumentContentChangePartial]) -> None:
         self.texts[uri] = new
         self.versions[uri] += 1
         change = types.DidChangeTextDocumentParams(
             text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=self.versions[uri]),
-            content_changes=list(changes))
+            content_changes=list(changes),
+        )
         if self._held is not None:
             self._held.append(change)
         else:
@@ -80,22 +84,29 @@ class Editor:
 
     def _apply_edit(self, params: types.ApplyWorkspaceEditParams) -> types.ApplyWorkspaceEditResult:
         # Versioned TextDocumentEdits, or (clients without documentChanges) the plain `changes` map.
-        parts = [(tde.text_document.uri, tde.text_document.version, tde.edits)
-                 for tde in params.edit.document_changes or []]
+        parts = [
+            (tde.text_document.uri, tde.text_document.version, tde.edits) for tde in params.edit.document_changes or []
+        ]
         parts += [(uri, None, es) for uri, es in (params.edit.changes or {}).items()]
         for uri, version, text_edits in parts:
             if version is not None and version != self.versions.get(uri):
                 self.refused += 1
                 return types.ApplyWorkspaceEditResult(applied=False, failure_reason="version mismatch")
             old = self.texts[uri]
-            tde = types.TextDocumentEdit(text_document=types.OptionalVersionedTextDocumentIdentifier(
-                uri=uri, version=version), edits=list(text_edits))
+            tde = types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version),
+                edits=list(text_edits),
+            )
             new = apply_lsp(old, tde.edits, self.encoding)
             # Report the edits as content changes, last first, so each range is valid when applied in turn.
-            ordered = sorted(tde.edits, key=lambda e: lsp_offset(old, e.range.start.line, e.range.start.character,
-                                                                  self.encoding), reverse=True)
-            self._change(uri, new, [types.TextDocumentContentChangePartial(range=e.range, text=e.new_text)
-                                    for e in ordered])
+            ordered = sorted(
+                tde.edits,
+                key=lambda e: lsp_offset(old, e.range.start.line, e.range.start.character, self.encoding),
+                reverse=True,
+            )
+            self._change(
+                uri, new, [types.TextDocumentContentChangePartial(range=e.range, text=e.new_text) for e in ordered]
+            )
             self.states.append(new)
             if self.on_applied is not None:
                 self.on_applied(self, uri)

@@ -19,8 +19,12 @@ async def inline_and_classic_completion_are_served(c, engine_name: str) -> None:
     open_doc(c, uri, SRC)
     pos = position(SRC, CURSOR, "utf-16")
     inline = await asyncio.wait_for(c.text_document_inline_completion_async(inline_params(uri, pos)), 120)
-    comp = await asyncio.wait_for(c.text_document_completion_async(types.CompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=pos)), 120)
+    comp = await asyncio.wait_for(
+        c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos)
+        ),
+        120,
+    )
     m = await metrics(c)
     assert m.engineName == engine_name
     (rec,) = [r for r in m.engine if r.decode_tokens > 0][-1:]
@@ -37,9 +41,11 @@ async def cancel_request_aborts_the_engine(c, engine_name: str, max_tokens: int)
     """Call with a server whose `maxTokensMultiLine` is `max_tokens` (large) and `maxLines` large."""
     uri = f"file:///w/{engine_name}-cancel.py"
     open_doc(c, uri, "def f():\n    \n")
-    fut = asyncio.ensure_future(c.protocol.send_request_async(
-        types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, types.Position(line=1, character=4)),
-        msg_id=777))
+    fut = asyncio.ensure_future(
+        c.protocol.send_request_async(
+            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, types.Position(line=1, character=4)), msg_id=777
+        )
+    )
     await until_in_engine(c)  # the engine is generating it (warm: an earlier request started it)
     c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
     with pytest.raises(JsonRpcException) as err:

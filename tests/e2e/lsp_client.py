@@ -39,18 +39,30 @@ def capabilities(client: str, encoding: str | None = None) -> types.ClientCapabi
 
 
 @contextlib.asynccontextmanager
-async def lsp(client: str = "visual-studio-code", encoding: str | None = "utf-16",
-              options: dict[str, Any] | None = None, env: dict[str, str] | None = None, root: Path | None = None,
-              ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
+async def lsp(
+    client: str = "visual-studio-code",
+    encoding: str | None = "utf-16",
+    options: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    root: Path | None = None,
+) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     level = os.environ.get("SPARKLS_TEST_LOG_LEVEL", "INFO")
-    config = ClientServerConfig(server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"],
-                                server_env={**os.environ, **env} if env else None)
+    config = ClientServerConfig(
+        server_command=[sys.executable, "-m", "sparkls", "--log-level", level, "serve"],
+        server_env={**os.environ, **env} if env else None,
+    )
     c: LanguageClient = await config.start()  # type: ignore[assignment]
     try:
-        result = await c.initialize_session(types.InitializeParams(
-            capabilities=capabilities(client, encoding), initialization_options=options or {"engine": "fake"},
-            root_uri=root.as_uri() if root is not None else None,
-            workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)] if root is not None else None))
+        result = await c.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities(client, encoding),
+                initialization_options=options or {"engine": "fake"},
+                root_uri=root.as_uri() if root is not None else None,
+                workspace_folders=[types.WorkspaceFolder(uri=root.as_uri(), name=root.name)]
+                if root is not None
+                else None,
+            )
+        )
         yield c, result
         await asyncio.wait_for(c.shutdown_session(), 20)
     finally:
@@ -79,8 +91,11 @@ def kill_tree(pid: int) -> None:
 
 
 def open_doc(c: LanguageClient, uri: str, text: str, language: str = "python", version: int = 1) -> None:
-    c.text_document_did_open(types.DidOpenTextDocumentParams(
-        types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+    c.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)
+        )
+    )
 
 
 def position(text: str, offset: int, encoding: str) -> types.Position:
@@ -97,8 +112,10 @@ def position(text: str, offset: int, encoding: str) -> types.Position:
 
 def inline_params(uri: str, pos: types.Position) -> types.InlineCompletionParams:
     return types.InlineCompletionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), position=pos,
-        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic))
+        text_document=types.TextDocumentIdentifier(uri=uri),
+        position=pos,
+        context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+    )
 
 
 async def metrics(c: LanguageClient) -> Any:

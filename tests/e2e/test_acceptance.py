@@ -23,8 +23,9 @@ AT_RETU = types.Position(line=1, character=8)
 PREDICTED = SERIES.replace("compute(", "compute_v2(")
 # Completions answer "rn msg"; a next-edit prompt whose diff shows the rename of the first call predicts the others
 # (asked on the second line, which the prompt's hunk removes).
-SCRIPT = json.dumps({"": "rn msg\n",
-                     "+a = compute_v2(1)\n": "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n"})
+SCRIPT = json.dumps(
+    {"": "rn msg\n", "+a = compute_v2(1)\n": "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n"}
+)
 OPTIONS = {"engine": "fake", "fakeResponse": SCRIPT, "firstWindowTokens": 0}
 
 
@@ -38,8 +39,12 @@ def request_id_of(command: types.Command | Any) -> str:
 
 async def accept(c, command: types.Command | Any) -> Any:
     """Run an offer's command as a client does on accept."""
-    return await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=command.command, arguments=[{"requestId": request_id_of(command)}])), 10)
+    return await asyncio.wait_for(
+        c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=command.command, arguments=[{"requestId": request_id_of(command)}])
+        ),
+        10,
+    )
 
 
 def report(c, request_id: str, event: str, accepted_chars: int | None = None) -> None:
@@ -75,8 +80,9 @@ async def test_offers_shown_accepted_partly_accepted_and_dismissed_are_counted_p
         for event, chars in (("shown", None), ("shown", None), ("partial", 2), ("partial", 3), ("dismissed", None)):
             report(c, b, event, chars)
         # model, classic completion: accepted, never reported shown
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri="file:///w/c.py"), position=AT_RETU))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri="file:///w/c.py"), position=AT_RETU)
+        )
         (item,) = comp.items
         assert item.text_edit.new_text == "return msg"
         await accept(c, item.command)
@@ -92,22 +98,39 @@ async def test_offers_shown_accepted_partly_accepted_and_dismissed_are_counted_p
         ed.open(series, SERIES)
         ed.type(series, SERIES.index("(1)"), SERIES.index("(1)"), "_v2")
         cur = ed.pos(series, ed.texts[series].index("\nb") + 1)
-        r = await c.protocol.send_request_async("sparkls/inlineEdit", {
-            "textDocument": {"uri": series, "version": ed.versions[series]},
-            "position": {"line": cur.line, "character": cur.character}})
+        r = await c.protocol.send_request_async(
+            "sparkls/inlineEdit",
+            {
+                "textDocument": {"uri": series, "version": ed.versions[series]},
+                "position": {"line": cur.line, "character": cur.character},
+            },
+        )
         assert [e.newText for e in r.edits] == ["_v2", "_v2"]
         assert request_id_of(r.command) == r.requestId
         report(c, r.requestId, "shown")
         await accept(c, r.command)
         # what no offer was made for changes nothing
         report(c, "sugg-never", "shown")
-        assert await accept(c, types.Command(title="sparkls: accepted", command="sparkls.accepted",
-                                             arguments=[{"requestId": "sugg-never"}])) is None
+        assert (
+            await accept(
+                c,
+                types.Command(
+                    title="sparkls: accepted", command="sparkls.accepted", arguments=[{"requestId": "sugg-never"}]
+                ),
+            )
+            is None
+        )
         m = (await metrics(c)).acceptance
         found = samples(await asyncio.to_thread(scrape, port))
 
-    assert (m.model.offered, m.model.shown, m.model.accepted, m.model.partiallyAccepted, m.model.dismissed,
-            m.model.acceptedChars) == (4, 2, 2, 1, 1, len("rn msg") + len("rn ") + len("rn msg"))
+    assert (
+        m.model.offered,
+        m.model.shown,
+        m.model.accepted,
+        m.model.partiallyAccepted,
+        m.model.dismissed,
+        m.model.acceptedChars,
+    ) == (4, 2, 2, 1, 1, len("rn msg") + len("rn ") + len("rn msg"))
     assert (m.model.rateOfShown, m.model.rateOfOffered) == (1.0, 0.5)
     assert (m.typeahead.offered, m.typeahead.shown, m.typeahead.accepted, m.typeahead.acceptedChars) == (1, 1, 1, 4)
     assert (m.nextEdit.offered, m.nextEdit.shown, m.nextEdit.accepted, m.nextEdit.acceptedChars) == (1, 1, 1, 6)
@@ -129,8 +152,9 @@ async def test_the_accepted_command_with_bad_arguments_is_invalid_params_and_cou
         ed.open("file:///w/a.py", LINE)
         await inline_offer(c, "file:///w/a.py", AT_RETU)
         with pytest.raises(JsonRpcException) as err:
-            await c.workspace_execute_command_async(types.ExecuteCommandParams(
-                command="sparkls.accepted", arguments=arguments))
+            await c.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="sparkls.accepted", arguments=arguments)
+            )
         assert err.value.code == types.ErrorCodes.InvalidParams
         assert 'sparkls.accepted takes one argument, {"requestId": str}' in err.value.message
         m = (await metrics(c)).acceptance
@@ -142,10 +166,16 @@ async def test_malformed_acceptance_notifications_are_ignored_and_the_server_ser
         ed = Editor(c)
         ed.open("file:///w/a.py", LINE)
         rid = request_id_of((await inline_offer(c, "file:///w/a.py", AT_RETU)).command)
-        for params in ({"event": "shown"}, {"requestId": rid}, {"requestId": rid, "event": "clicked"},
-                       {"requestId": rid, "event": "partial"}, {"requestId": rid, "event": "partial",
-                                                                "acceptedChars": "3"},
-                       {"requestId": 5, "event": "dismissed"}, [rid, "dismissed"], None):
+        for params in (
+            {"event": "shown"},
+            {"requestId": rid},
+            {"requestId": rid, "event": "clicked"},
+            {"requestId": rid, "event": "partial"},
+            {"requestId": rid, "event": "partial", "acceptedChars": "3"},
+            {"requestId": 5, "event": "dismissed"},
+            [rid, "dismissed"],
+            None,
+        ):
             c.protocol.notify("sparkls/acceptance", params)
         m = (await metrics(c)).acceptance  # answered after the notifications before it were handled
         assert (m.model.offered, m.model.shown, m.model.partiallyAccepted, m.model.dismissed) == (1, 0, 0, 0)

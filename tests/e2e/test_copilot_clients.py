@@ -45,10 +45,14 @@ def pos(text: str, offset: int, encoding: str) -> dict[str, int]:
 
 # The `init_options` of the Neovim client configs these plugins run on: copilot-lsp's `copilot_ls`, and
 # nvim-lspconfig's `copilot` (the one sidekick.nvim's setup enables).
-COPILOT_LS = {"editorInfo": {"name": "neovim", "version": "0.11.0"},
-              "editorPluginInfo": {"name": "Github Copilot LSP for Neovim", "version": "0.0.1"}}
-LSPCONFIG_COPILOT = {"editorInfo": {"name": "Neovim", "version": "0.11.0"},
-                     "editorPluginInfo": {"name": "Neovim", "version": "0.11.0"}}
+COPILOT_LS = {
+    "editorInfo": {"name": "neovim", "version": "0.11.0"},
+    "editorPluginInfo": {"name": "Github Copilot LSP for Neovim", "version": "0.0.1"},
+}
+LSPCONFIG_COPILOT = {
+    "editorInfo": {"name": "Neovim", "version": "0.11.0"},
+    "editorPluginInfo": {"name": "Neovim", "version": "0.11.0"},
+}
 
 
 def neovim_initialize(init_options: dict[str, Any], encodings: list[str] | None = None) -> dict[str, Any]:
@@ -57,9 +61,14 @@ def neovim_initialize(init_options: dict[str, Any], encodings: list[str] | None 
     caps = default_converter().unstructure(client_capabilities("neovim@v0.11.0"))
     if encodings is not None:
         caps["general"]["positionEncodings"] = encodings
-    return {"processId": 4242, "clientInfo": {"name": "Neovim", "version": "0.11.0"}, "rootUri": "file:///w",
-            "workspaceFolders": [{"uri": "file:///w", "name": "w"}], "capabilities": caps,
-            "initializationOptions": {**init_options, **SPARKLS}}
+    return {
+        "processId": 4242,
+        "clientInfo": {"name": "Neovim", "version": "0.11.0"},
+        "rootUri": "file:///w",
+        "workspaceFolders": [{"uri": "file:///w", "name": "w"}],
+        "capabilities": caps,
+        "initializationOptions": {**init_options, **SPARKLS},
+    }
 
 
 def start(s: Server, init: dict[str, Any], settings: Any) -> str:
@@ -73,12 +82,21 @@ def start(s: Server, init: dict[str, Any], settings: Any) -> str:
 def open_and_type(s: Server, encoding: str, version: int) -> int:
     """didOpen, didFocus, the user's rename as an incremental didChange (in the negotiated encoding); the
     buffer's version after it."""
-    s.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": version,
-                                                       "text": BEFORE}})
+    s.notify(
+        "textDocument/didOpen",
+        {"textDocument": {"uri": URI, "languageId": "python", "version": version, "text": BEFORE}},
+    )
     s.notify("textDocument/didFocus", {"textDocument": {"uri": URI}})
     at = BEFORE.index("(1)")
-    s.notify("textDocument/didChange", {"textDocument": {"uri": URI, "version": version + 1}, "contentChanges": [
-        {"range": {"start": pos(BEFORE, at, encoding), "end": pos(BEFORE, at, encoding)}, "text": "_v2"}]})
+    s.notify(
+        "textDocument/didChange",
+        {
+            "textDocument": {"uri": URI, "version": version + 1},
+            "contentChanges": [
+                {"range": {"start": pos(BEFORE, at, encoding), "end": pos(BEFORE, at, encoding)}, "text": "_v2"}
+            ],
+        },
+    )
     return version + 1
 
 
@@ -122,12 +140,21 @@ def test_copilot_lsp_for_neovim_gets_one_utf16_edit_that_its_apply_turns_into_th
 
 
 def test_copilot_el_gets_the_edit_for_the_version_and_uri_it_asked_about():
-    init = {"processId": 4343, "rootUri": "file:///w", "workspaceFolders": [{"uri": "file:///w", "name": "w"}],
-            "capabilities": {"workspace": {"workspaceFolders": True},
-                             "textDocument": {"inlineCompletion": {"dynamicRegistration": False}},
-                             "copilot": {"ipCodeCitation": False, "watchedFiles": False}},
-            "initializationOptions": {"editorInfo": {"name": "Emacs", "version": "30.1"},
-                                      "editorPluginInfo": {"name": "copilot.el", "version": "0.5"}, **SPARKLS}}
+    init = {
+        "processId": 4343,
+        "rootUri": "file:///w",
+        "workspaceFolders": [{"uri": "file:///w", "name": "w"}],
+        "capabilities": {
+            "workspace": {"workspaceFolders": True},
+            "textDocument": {"inlineCompletion": {"dynamicRegistration": False}},
+            "copilot": {"ipCodeCitation": False, "watchedFiles": False},
+        },
+        "initializationOptions": {
+            "editorInfo": {"name": "Emacs", "version": "30.1"},
+            "editorPluginInfo": {"name": "copilot.el", "version": "0.5"},
+            **SPARKLS,
+        },
+    }
     with server(encoding=None) as s:
         assert start(s, init, SPARKLS) == "utf-16"  # no positionEncodings offered
         version = open_and_type(s, "utf-16", 0)  # copilot.el counts its document versions from 0
@@ -146,8 +173,9 @@ def test_sidekick_applies_every_edit_for_the_buffers_version_and_has_no_command_
         result = ask(s, version, encoding, context={"triggerKind": 2})
         edits = [e for e in result["edits"] if e["textDocument"]["version"] == version]
         text = TYPED
-        for edit in sorted(edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]),
-                           reverse=True):
+        for edit in sorted(
+            edits, key=lambda e: (e["range"]["start"]["line"], e["range"]["start"]["character"]), reverse=True
+        ):
             text = replace(text, edit, encoding)
         assert text == PREDICTED and edits == result["edits"]
         assert all("command" not in e for e in edits)  # nothing for exec_cmd to run
@@ -172,8 +200,7 @@ def test_bad_params_get_invalid_params_with_a_clear_message_and_the_server_keeps
             ({"position": at}, "textDocument/copilotInlineEdit needs textDocument.uri"),
             ({"textDocument": {"uri": URI, "version": "two"}, "position": at}, "an integer version"),
             ({"textDocument": {"uri": URI, "version": version}}, "and position"),
-            ({"textDocument": {"uri": URI, "version": version}, "position": {"line": 99, "character": 0}},
-             "outside"),
+            ({"textDocument": {"uri": URI, "version": version}, "position": {"line": 99, "character": 0}}, "outside"),
             ({"textDocument": {"uri": "file:///w/nope.py", "version": 1}, "position": at}, "not open"),
             (None, "needs textDocument.uri"),
         ]

@@ -25,9 +25,13 @@ def fence(code: str) -> str:
 
 
 def actions_at(c, uri: str, pos: types.Position, diagnostics=()) -> list[types.CodeAction]:
-    return c.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
-        context=types.CodeActionContext(diagnostics=list(diagnostics))))
+    return c.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=list(diagnostics)),
+        )
+    )
 
 
 def titled(found: list[types.CodeAction], word: str) -> types.CodeAction:
@@ -38,8 +42,9 @@ async def execute(c, ed: Editor, word: str = "Implement", at: str = "pass"):
     """List the actions at `at`, run the one titled with `word` as its streaming command."""
     found = await actions_at(c, URI, ed.pos(URI, ed.texts[URI].index(at)))
     cmd = titled(found, word).command
-    return await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-        command=cmd.command, arguments=cmd.arguments)), 20)
+    return await asyncio.wait_for(
+        c.workspace_execute_command_async(types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments)), 20
+    )
 
 
 RESOLVE = {"engine": "fake", "fakeResponse": fence(BODY), "editStreaming": False}
@@ -52,9 +57,11 @@ async def test_code_actions_are_listed_without_the_model_and_resolve_to_versione
         assert init.capabilities.code_action_provider.resolve_provider
         ed = Editor(c, encoding)
         ed.open(URI, TEXT)
-        diag = types.Diagnostic(range=types.Range(start=ed.pos(URI, TEXT.index("pass")),
-                                                  end=ed.pos(URI, TEXT.index("pass") + 4)),
-                                message="area() returns None", source="pytest")
+        diag = types.Diagnostic(
+            range=types.Range(start=ed.pos(URI, TEXT.index("pass")), end=ed.pos(URI, TEXT.index("pass") + 4)),
+            message="area() returns None",
+            source="pytest",
+        )
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")), [diag])
         titles = [a.title for a in found]
         assert any("Fix `area() returns None`" in t for t in titles)
@@ -77,27 +84,38 @@ WIDE_FIXED = WIDE.replace('" + x\n', '" + str(x).upper()\n')
 @pytest.mark.parametrize("encoding", ["utf-16", "utf-8", "utf-32"])
 @pytest.mark.parametrize("how", ["resolved", "streamed"])
 async def test_edits_after_an_emoji_and_cjk_on_the_same_line_apply_in_each_encoding(how, encoding):
-    opts = {"engine": "fake", "fakeResponse": fence(WIDE_FIXED[WIDE_FIXED.index("def") :]),
-            "editStreaming": how == "streamed"}
+    opts = {
+        "engine": "fake",
+        "fakeResponse": fence(WIDE_FIXED[WIDE_FIXED.index("def") :]),
+        "editStreaming": how == "streamed",
+    }
     async with lsp(encoding=encoding, options=opts) as (c, _):
         ed = Editor(c, encoding)
         uri = "file:///w/wide.py"
         ed.open(uri, WIDE)
         at = WIDE.index("x\n")
-        diag = types.Diagnostic(range=types.Range(start=ed.pos(uri, at), end=ed.pos(uri, at + 1)),
-                                message="x may not be a str", source="lint")
+        diag = types.Diagnostic(
+            range=types.Range(start=ed.pos(uri, at), end=ed.pos(uri, at + 1)),
+            message="x may not be a str",
+            source="lint",
+        )
         fix = titled(await actions_at(c, uri, ed.pos(uri, at), [diag]), "Fix")
         if how == "resolved":
             edit = (await c.code_action_resolve_async(fix)).edit
             (tde,) = edit.document_changes
             # Minimal: small edits on the emoji line, each after the wide characters (in this encoding's units).
             after_wide = ed.pos(uri, WIDE.index('" + x')).character
-            assert tde.edits and all(e.range.start.line == 4 and e.range.start.character > after_wide
-                                     for e in tde.edits)
+            assert tde.edits and all(
+                e.range.start.line == 4 and e.range.start.character > after_wide for e in tde.edits
+            )
             assert apply_workspace_edit(WIDE, edit, 1, encoding) == WIDE_FIXED
         else:
-            out = await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-                command=fix.command.command, arguments=fix.command.arguments)), 20)
+            out = await asyncio.wait_for(
+                c.workspace_execute_command_async(
+                    types.ExecuteCommandParams(command=fix.command.command, arguments=fix.command.arguments)
+                ),
+                20,
+            )
             assert out["reason"] == "done" and ed.refused == 0
             assert ed.texts[uri] == WIDE_FIXED  # the editor applied the streamed edits in this encoding
 
@@ -109,8 +127,9 @@ async def test_a_client_that_cannot_resolve_edits_gets_a_command_that_applies_th
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
         action = titled(found, "Implement")
         assert action.data is None and action.command is not None
-        out = await c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command=action.command.command, arguments=action.command.arguments))
+        out = await c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=action.command.command, arguments=action.command.arguments)
+        )
         assert out["reason"] == "done" and len(ed.states) == 1
         assert ed.texts[URI] == TEXT.replace("def area(r):\n    pass\n", BODY)
 
@@ -164,9 +183,13 @@ async def test_a_streaming_edit_applies_each_completed_line_and_the_buffer_stays
 async def run_and_cancel(c, ed: Editor, via: str) -> tuple[object, list]:
     found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
     cmd = titled(found, "Implement").command
-    fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
-                                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
-                                msg_id=777))
+    fut = asyncio.ensure_future(
+        c.protocol.send_request_async(
+            types.WORKSPACE_EXECUTE_COMMAND,
+            types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+            msg_id=777,
+        )
+    )
     await ed.wait_states(2, 4)  # until two lines are in the buffer
     if via == "request":
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
@@ -224,9 +247,13 @@ async def test_a_cancel_while_the_editor_applies_a_line_still_reverts_the_whole_
         ed.open(URI, TEXT)
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
         cmd = titled(found, "Implement").command
-        fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
-                                    types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
-                                    msg_id=778))
+        fut = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.WORKSPACE_EXECUTE_COMMAND,
+                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                msg_id=778,
+            )
+        )
         await ed.wait_states(1, 10)  # a line is in the buffer; the editor has not answered yet
         assert ed.texts[URI] != TEXT
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=778))
@@ -249,7 +276,7 @@ async def test_cancel_can_keep_what_was_applied():
         # in the test above (bounded here, as a check that something does not happen must be).
         assert not await buffer_becomes(ed, TEXT, timeout_s=1.0)
         text = ed.texts[URI]
-        assert text != TEXT and "    x0 = 0\n" in text and text.endswith(TEXT[TEXT.index("\n\n\ndef name"):])
+        assert text != TEXT and "    x0 = 0\n" in text and text.endswith(TEXT[TEXT.index("\n\n\ndef name") :])
 
 
 async def test_redirect_aborts_and_continues_from_the_buffer_with_the_new_instruction():
@@ -261,11 +288,13 @@ async def test_redirect_aborts_and_continues_from_the_buffer_with_the_new_instru
         ed.open(URI, TEXT)
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
         cmd = titled(found, "Implement").command
-        fut = asyncio.ensure_future(c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command=cmd.command, arguments=cmd.arguments)))
+        fut = asyncio.ensure_future(
+            c.workspace_execute_command_async(types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments))
+        )
         await ed.wait_states(2, 10)
-        red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="sparkls.redirect", arguments=["make it loud", URI]))
+        red = await c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="sparkls.redirect", arguments=["make it loud", URI])
+        )
         assert red["redirected"]
         out = await asyncio.wait_for(fut, 20)
         assert out["reason"] == "done" and out["redirects"] == 1 and len(out["requestIds"]) == 2
@@ -320,10 +349,12 @@ async def test_rewrite_with_an_instruction_takes_it_as_a_command_argument():
         found = await actions_at(c, URI, ed.pos(URI, TEXT.index("pass")))
         cmd = titled(found, "Rewrite").command
         with pytest.raises(JsonRpcException):  # no instruction: a clear error, nothing applied
-            await c.workspace_execute_command_async(types.ExecuteCommandParams(
-                command=cmd.command, arguments=cmd.arguments))
-        out = await c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command=cmd.command, arguments=[*cmd.arguments, "use tau"]))
+            await c.workspace_execute_command_async(
+                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments)
+            )
+        out = await c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=cmd.command, arguments=[*cmd.arguments, "use tau"])
+        )
         assert out["reason"] == "done" and "math.tau" in ed.texts[URI]
 
 
@@ -334,8 +365,10 @@ async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
     predicted = "a = compute_v2(1)\nb = compute_v2(2)\nc = compute_v2(3)\n"
     # The fake engine predicts the rename only when the prompt shows the user's edit in its diff; it continues
     # the hunk at the cursor, whose last line removes the cursor's line.
-    script = {"": "+b = compute(2)\n", "+a = compute_v2(1)\n":
-              "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n c\n"}
+    script = {
+        "": "+b = compute(2)\n",
+        "+a = compute_v2(1)\n": "-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n c\n",
+    }
     async with lsp(options={"engine": "fake", "fakeResponse": json.dumps(script)}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
@@ -343,13 +376,24 @@ async def test_next_edit_is_predicted_from_the_history_and_offered_three_ways():
         at = SERIES.index("(1)")
         ed.type(uri, at, at, "_v2")  # the user renames the first call
         cur = ed.pos(uri, ed.texts[uri].index("\nb") + 1)
-        r = await c.protocol.send_request_async("sparkls/inlineEdit", {
-            "textDocument": {"uri": uri, "version": ed.versions[uri]}, "position": {"line": cur.line,
-                                                                                  "character": cur.character}})
+        r = await c.protocol.send_request_async(
+            "sparkls/inlineEdit",
+            {
+                "textDocument": {"uri": uri, "version": ed.versions[uri]},
+                "position": {"line": cur.line, "character": cur.character},
+            },
+        )
         assert r.textDocument.version == ed.versions[uri]
-        edits = [types.TextEdit(range=types.Range(start=types.Position(e.range.start.line, e.range.start.character),
-                                                  end=types.Position(e.range.end.line, e.range.end.character)),
-                                new_text=e.newText) for e in r.edits]
+        edits = [
+            types.TextEdit(
+                range=types.Range(
+                    start=types.Position(e.range.start.line, e.range.start.character),
+                    end=types.Position(e.range.end.line, e.range.end.character),
+                ),
+                new_text=e.newText,
+            )
+            for e in r.edits
+        ]
         assert [e.new_text for e in edits] == ["_v2", "_v2"]  # minimal: two insertions, nothing rewritten
         assert len((await metrics(c)).engine) == 1
         # As a code action, the prediction is listed with its edit, instantly (no new engine request).
@@ -367,12 +411,18 @@ async def test_a_predicted_insertion_at_the_cursor_is_offered_as_inline_completi
         text = "def f(x):\n    return x\n\n"
         ed.open(uri, text)
         cur = ed.pos(uri, len(text))
-        r = await c.protocol.send_request_async("sparkls/inlineEdit", {
-            "textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}})
+        r = await c.protocol.send_request_async(
+            "sparkls/inlineEdit",
+            {"textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}},
+        )
         assert [e.newText for e in r.edits] == ["print(f(1))\n"]
-        inline = await c.text_document_inline_completion_async(types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=cur,
-            context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic)))
+        inline = await c.text_document_inline_completion_async(
+            types.InlineCompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=cur,
+                context=types.InlineCompletionContext(trigger_kind=types.InlineCompletionTriggerKind.Automatic),
+            )
+        )
         assert [i.insert_text for i in inline.items] == ["print(f(1))\n"]
         assert len((await metrics(c)).engine) == 1  # served from the prediction, no new request
 
@@ -385,8 +435,10 @@ async def test_accepting_a_prediction_prefetches_the_next_one_at_background_prio
         at = SERIES.index("(1)")
         ed.type(uri, at, at, "_v2")
         cur = ed.pos(uri, ed.texts[uri].index("\nb") + 1)
-        await c.protocol.send_request_async("sparkls/inlineEdit", {
-            "textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}})
+        await c.protocol.send_request_async(
+            "sparkls/inlineEdit",
+            {"textDocument": {"uri": uri}, "position": {"line": cur.line, "character": cur.character}},
+        )
         at = ed.texts[uri].index("(2)")
         ed.type(uri, at, at, "_v2")  # the user accepts: the buffer now shows the prediction
         for _ in range(100):
@@ -404,8 +456,10 @@ async def test_bad_edit_requests_get_a_clear_error_and_the_server_keeps_serving(
         bad = [
             ("sparkls/inlineEdit", {"textDocument": {"uri": URI}, "position": {"line": 999, "character": 0}}),
             ("sparkls/inlineEdit", {"position": {"line": 0, "character": 0}}),
-            ("sparkls/inlineEdit", {"textDocument": {"uri": "file:///nope.py"},
-                                    "position": {"line": 0, "character": 0}}),
+            (
+                "sparkls/inlineEdit",
+                {"textDocument": {"uri": "file:///nope.py"}, "position": {"line": 0, "character": 0}},
+            ),
         ]
         for method, params in bad:
             with pytest.raises(JsonRpcException) as err:
@@ -413,8 +467,9 @@ async def test_bad_edit_requests_get_a_clear_error_and_the_server_keeps_serving(
             assert err.value.code == types.ErrorCodes.InvalidParams
         for args in ([], [{"kind": "format-disk"}], [{"kind": "fix", "uri": URI}]):
             with pytest.raises(JsonRpcException) as err:
-                await c.workspace_execute_command_async(types.ExecuteCommandParams(
-                    command="sparkls.applyAction", arguments=args))
+                await c.workspace_execute_command_async(
+                    types.ExecuteCommandParams(command="sparkls.applyAction", arguments=args)
+                )
             assert err.value.code == types.ErrorCodes.InvalidParams
         with pytest.raises(JsonRpcException):
             await c.code_action_resolve_async(types.CodeAction(title="x", data={"kind": "nope"}))

@@ -33,9 +33,13 @@ OPTIONS = {"engine": "llamacpp", "threads": 1}
 
 
 def actions_at(c, pos: types.Position, diagnostics=()):
-    return c.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=URI), range=types.Range(start=pos, end=pos),
-        context=types.CodeActionContext(diagnostics=list(diagnostics))))
+    return c.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=URI),
+            range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=list(diagnostics)),
+        )
+    )
 
 
 def function(text: str, name: str) -> str:
@@ -58,8 +62,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("word", "at", "diagnostic", "check"), CASES, ids=[c[0] for c in CASES])
-async def test_each_code_action_resolves_to_a_minimal_edit_from_the_real_model(engine_available, word, at,
-                                                                                diagnostic, check):
+async def test_each_code_action_resolves_to_a_minimal_edit_from_the_real_model(
+    engine_available, word, at, diagnostic, check
+):
     async with lsp(options={**OPTIONS, "editStreaming": False}) as (c, _):
         ed = Editor(c)
         ed.open(URI, TEXT)
@@ -83,17 +88,25 @@ async def test_a_rewrite_with_an_instruction_streams_line_by_line_from_the_real_
         ed.open(URI, TEXT)
         found = await actions_at(c, ed.pos(URI, TEXT.index("a - b")))
         cmd = next(a for a in found if "Rewrite" in a.title).command
-        out = await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command=cmd.command, arguments=[*cmd.arguments, "rename the function to plus"])), 120)
+        out = await asyncio.wait_for(
+            c.workspace_execute_command_async(
+                types.ExecuteCommandParams(
+                    command=cmd.command, arguments=[*cmd.arguments, "rename the function to plus"]
+                )
+            ),
+            120,
+        )
         assert out["reason"] == "done"
         assert "def plus(a, b):" in ed.texts[URI]
         for state in ed.states:  # after every applied line the rest of the file is intact
             assert state.startswith(TEXT[: TEXT.index("def add")])
 
 
-LONG = TEXT + "\n\ndef stats(values):\n    n = len(values)\n    mean = sum(values) / n\n" \
-    "    var = sum((v - mean) ** 2 for v in values) / n\n    lo = min(values)\n    hi = max(values)\n" \
+LONG = (
+    TEXT + "\n\ndef stats(values):\n    n = len(values)\n    mean = sum(values) / n\n"
+    "    var = sum((v - mean) ** 2 for v in values) / n\n    lo = min(values)\n    hi = max(values)\n"
     "    return n, mean, var, lo, hi\n"
+)
 
 
 async def test_cancelling_a_streaming_edit_aborts_the_real_engine_and_reverts(engine_available):
@@ -103,9 +116,13 @@ async def test_cancelling_a_streaming_edit_aborts_the_real_engine_and_reverts(en
         ed.open(uri, LONG)
         found = await actions_at(c, ed.pos(uri, LONG.index("lo = min")))
         cmd = next(a for a in found if "docstring" in a.title).command
-        fut = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
-                                    types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
-                                    msg_id=4711))
+        fut = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.WORKSPACE_EXECUTE_COMMAND,
+                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                msg_id=4711,
+            )
+        )
         await ed.wait_states(1)
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4711))
         with pytest.raises(JsonRpcException) as err:
@@ -126,11 +143,13 @@ async def test_redirecting_a_streaming_edit_continues_with_the_new_instruction(e
         ed.open(URI, LONG)
         found = await actions_at(c, ed.pos(URI, LONG.index("lo = min")))
         cmd = next(a for a in found if "docstring" in a.title).command
-        fut = asyncio.ensure_future(c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command=cmd.command, arguments=cmd.arguments)))
+        fut = asyncio.ensure_future(
+            c.workspace_execute_command_async(types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments))
+        )
         await ed.wait_states(1)
-        red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="sparkls.redirect", arguments=["rename the function to summary", URI]))
+        red = await c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="sparkls.redirect", arguments=["rename the function to summary", URI])
+        )
         assert red["redirected"]
         out = await asyncio.wait_for(fut, 180)
         assert out["redirects"] == 1 and len(out["requestIds"]) == 2
@@ -153,14 +172,25 @@ async def test_the_real_model_predicts_the_next_edits_from_the_history_reusing_i
 
         async def predict_at(line: str) -> Any:
             cur = ed.pos(uri, ed.texts[uri].index(line))
-            r = await asyncio.wait_for(c.protocol.send_request_async("sparkls/inlineEdit", {
-                "textDocument": {"uri": uri, "version": ed.versions[uri]},
-                "position": {"line": cur.line, "character": cur.character}}), 120)
+            r = await asyncio.wait_for(
+                c.protocol.send_request_async(
+                    "sparkls/inlineEdit",
+                    {
+                        "textDocument": {"uri": uri, "version": ed.versions[uri]},
+                        "position": {"line": cur.line, "character": cur.character},
+                    },
+                ),
+                120,
+            )
             assert r.textDocument.version == ed.versions[uri]
             assert [e.newText for e in r.edits] == ["_v2"], r.edits
-            found = await c.text_document_code_action_async(types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cur, end=cur),
-                context=types.CodeActionContext(diagnostics=[])))
+            found = await c.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=types.Range(start=cur, end=cur),
+                    context=types.CodeActionContext(diagnostics=[]),
+                )
+            )
             apply = next(a for a in found if "Apply predicted edit" in a.title)
             new = apply_workspace_edit(ed.texts[uri], apply.edit, ed.versions[uri])
             (e,) = r.edits  # the user accepts: the edit goes to the buffer

@@ -26,8 +26,10 @@ TENS = "x = new_name(10)\ny = new_name(20)\nz = new_name(30)\n"
 # the first line: it continues the hunk that removes that line with the lines below it and their new text. With
 # no key found it answers nothing (no edit).
 ADDED_LINES = "".join(f"+{x}\n" for x in RENAMED.splitlines()), "".join(f"+{x}\n" for x in TENS.splitlines())
-SCRIPT = {"+x = new_name(1)\n": "-y = old_name(2)\n-z = old_name(3)\n" + ADDED_LINES[0],
-          "+x = new_name(10)\n": "-y = new_name(2)\n-z = new_name(3)\n" + ADDED_LINES[1]}
+SCRIPT = {
+    "+x = new_name(1)\n": "-y = old_name(2)\n-z = old_name(3)\n" + ADDED_LINES[0],
+    "+x = new_name(10)\n": "-y = new_name(2)\n-z = new_name(3)\n" + ADDED_LINES[1],
+}
 OPTIONS = {"engine": "fake", "fakeResponse": json.dumps(SCRIPT)}
 REMOVED, ADDED = "sparkls-nextedit-removed", "sparkls-nextedit-added"
 
@@ -39,10 +41,16 @@ def r(tmp_path_factory: pytest.TempPathFactory) -> dict:
     tmp_path = tmp_path_factory.mktemp("emacs")
     (tmp_path / "series.py").write_text(SERIES)
     out = tmp_path / "out.json"
-    env = {**os.environ, "SPARKLS_EMACS_OUT": str(out), "SPARKLS_EMACS_FILE": str(tmp_path / "series.py"),
-           "SPARKLS_EMACS_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
-           "SPARKLS_EMACS_OPTIONS": json.dumps(OPTIONS), "SPARKLS_EMACS_PLUGIN": str(PLUGIN),
-           "SPARKLS_EMACS_TIMEOUT_S": "10", "HOME": str(tmp_path)}
+    env = {
+        **os.environ,
+        "SPARKLS_EMACS_OUT": str(out),
+        "SPARKLS_EMACS_FILE": str(tmp_path / "series.py"),
+        "SPARKLS_EMACS_CMD": json.dumps([sys.executable, "-m", "sparkls", "serve"]),
+        "SPARKLS_EMACS_OPTIONS": json.dumps(OPTIONS),
+        "SPARKLS_EMACS_PLUGIN": str(PLUGIN),
+        "SPARKLS_EMACS_TIMEOUT_S": "10",
+        "HOME": str(tmp_path),
+    }
     return run_driver("Emacs", [emacs, "--batch", "-q", "-l", str(DRIVER)], env, tmp_path, out, 60)
 
 
@@ -84,8 +92,21 @@ def test_the_emacs_package_byte_compiles_without_warnings(tmp_path):
     emacs = need("emacs")
     copy = tmp_path / PLUGIN.name
     shutil.copy(PLUGIN, copy)
-    proc = subprocess.run([emacs, "--batch", "-q", "--eval", "(setq byte-compile-error-on-warn t)",
-                           "-f", "batch-byte-compile", str(copy)], env={**os.environ, "HOME": str(tmp_path)},
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            emacs,
+            "--batch",
+            "-q",
+            "--eval",
+            "(setq byte-compile-error-on-warn t)",
+            "-f",
+            "batch-byte-compile",
+            str(copy),
+        ],
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and "Warning" not in proc.stderr, proc.stderr[-3000:]
     assert copy.with_suffix(".elc").is_file()

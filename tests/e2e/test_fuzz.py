@@ -38,8 +38,13 @@ WAIT_S = 15.0  # longer than any answer may take: past it the server counts as h
 INPUTS = {"messages": 0, "bytes": 0}  # what the tests sent: framed messages and pieces of garbage
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
 NOT_INITIALIZED, CANCELLED = -32002, -32800
-FUZZ = settings(deadline=None, derandomize=True, database=None, print_blob=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FUZZ = settings(
+    deadline=None,
+    derandomize=True,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 def frame(message: Any, length_delta: int = 0) -> bytes:
@@ -53,8 +58,12 @@ class Server:
 
     def __init__(self) -> None:
         self.answer_server_requests = True
-        self.proc = subprocess.Popen([sys.executable, "-m", "sparkls", "--log-level", "INFO", "serve"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "sparkls", "--log-level", "INFO", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         self.responses: dict[Any, list[dict[str, Any]]] = defaultdict(list)
         self.null_id_errors: list[dict[str, Any]] = []
         self.server_requests: list[str] = []  # the methods of the server's own requests, in order
@@ -97,8 +106,10 @@ class Server:
     def wait(self, msg_id: Any, timeout: float = WAIT_S) -> dict[str, Any]:
         with self._changed:
             if not self._changed.wait_for(lambda: bool(self.responses.get(msg_id)), timeout):
-                raise AssertionError(f"no answer to request {msg_id} within {timeout} s "
-                                     f"(server {'alive' if self.proc.poll() is None else 'exited'}):\n{self.log()}")
+                raise AssertionError(
+                    f"no answer to request {msg_id} within {timeout} s "
+                    f"(server {'alive' if self.proc.poll() is None else 'exited'}):\n{self.log()}"
+                )
             return self.responses[msg_id][0]
 
     def wait_server_request(self, method: str, timeout: float = WAIT_S) -> None:
@@ -165,10 +176,19 @@ class Server:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def initialize(self, encoding: str = "utf-16", progress: bool = False) -> dict[str, Any]:
-        result = self.result("initialize", {
-            "processId": None, "rootUri": None, "initializationOptions": {"engine": "fake"},
-            "capabilities": {"general": {"positionEncodings": [encoding]}, "window": {"workDoneProgress": progress},
-                             "textDocument": {"inlineCompletion": {}, "completion": {}}}})
+        result = self.result(
+            "initialize",
+            {
+                "processId": None,
+                "rootUri": None,
+                "initializationOptions": {"engine": "fake"},
+                "capabilities": {
+                    "general": {"positionEncodings": [encoding]},
+                    "window": {"workDoneProgress": progress},
+                    "textDocument": {"inlineCompletion": {}, "completion": {}},
+                },
+            },
+        )
         self.notify("initialized", {})
         return result
 
@@ -252,8 +272,12 @@ def is_valid(text: str, line: int, character: int, encoding: str) -> bool:
 
 
 def state_of(text: str, version: int, uri: str) -> dict[str, Any]:
-    return {"uri": uri, "version": version, "length": len(text),
-            "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()}
+    return {
+        "uri": uri,
+        "version": version,
+        "length": len(text),
+        "sha256": hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest(),
+    }
 
 
 def pos(line: int, character: int) -> dict[str, int]:
@@ -261,8 +285,32 @@ def pos(line: int, character: int) -> dict[str, int]:
 
 
 # -- strategies -----------------------------------------------------------------------------------------------
-PIECES = ["a", "b", "x", "def ", "return ", "(", ")", ":", " ", "    ", "\t", "\n", "\r\n", "\r", "é", "e\u0301",
-          "漢", "字", "😀", "𝄞", "👍🏽", "\u200d", "ß", "\udc80"]  # the last: a lone (low) surrogate; no high one,
+PIECES = [
+    "a",
+    "b",
+    "x",
+    "def ",
+    "return ",
+    "(",
+    ")",
+    ":",
+    " ",
+    "    ",
+    "\t",
+    "\n",
+    "\r\n",
+    "\r",
+    "é",
+    "e\u0301",
+    "漢",
+    "字",
+    "😀",
+    "𝄞",
+    "👍🏽",
+    "\u200d",
+    "ß",
+    "\udc80",
+]  # the last: a lone (low) surrogate; no high one,
 # which JSON would join with a following low one into a single character
 TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
 
@@ -270,12 +318,19 @@ TEXTS = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
 def positions(text: str, encoding: str) -> st.SearchStrategy[tuple[int, int]]:
     """Valid positions, positions inside a character, past a line's end and past the last line."""
     spans = lines(text)
-    inside = [(n, line_width(text, (s, i), encoding) + k) for n, (s, e) in enumerate(spans) for i in range(s, e)
-              for k in range(1, width(text[i], encoding))]
-    kinds = [st.integers(0, len(text)).map(lambda o: position_of(text, o, encoding)),
-             st.tuples(st.integers(0, len(spans) - 1), st.integers(1, 4)).map(
-                 lambda lk: (lk[0], line_width(text, spans[lk[0]], encoding) + lk[1])),
-             st.tuples(st.integers(len(spans), len(spans) + 3), st.integers(0, 5))]
+    inside = [
+        (n, line_width(text, (s, i), encoding) + k)
+        for n, (s, e) in enumerate(spans)
+        for i in range(s, e)
+        for k in range(1, width(text[i], encoding))
+    ]
+    kinds = [
+        st.integers(0, len(text)).map(lambda o: position_of(text, o, encoding)),
+        st.tuples(st.integers(0, len(spans) - 1), st.integers(1, 4)).map(
+            lambda lk: (lk[0], line_width(text, spans[lk[0]], encoding) + lk[1])
+        ),
+        st.tuples(st.integers(len(spans), len(spans) + 3), st.integers(0, 5)),
+    ]
     if inside:
         kinds += [st.sampled_from(inside)] * 2
     return st.one_of(kinds)
@@ -311,8 +366,10 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
         @rule(slot=SLOTS, text=TEXTS, version=st.integers(0, 5))
         def open(self, slot: int, text: str, version: int) -> None:
             uri = self.uri(slot)
-            s.notify("textDocument/didOpen",
-                     {"textDocument": {"uri": uri, "languageId": "python", "version": version, "text": text}})
+            s.notify(
+                "textDocument/didOpen",
+                {"textDocument": {"uri": uri, "languageId": "python", "version": version, "text": text}},
+            )
             self.docs[uri] = (text, version)
 
         @rule(data=st.data())
@@ -333,8 +390,9 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
                 text = text[:start] + new + text[end:]
             # the next version, the same, an older one (stale) or a jump: the text is the client's either way
             version = max(0, version + data.draw(st.sampled_from([1, 1, 1, 0, -1, -3, 7]), "version step"))
-            s.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version},
-                                                "contentChanges": changes})
+            s.notify(
+                "textDocument/didChange", {"textDocument": {"uri": uri, "version": version}, "contentChanges": changes}
+            )
             if uri in self.docs:  # a change to a document that is not open is ignored
                 self.docs[uri] = (text, version)
 
@@ -346,8 +404,10 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
             line, character = data.draw(positions(text, encoding))
             end = (line, character + data.draw(st.integers(0, 2), "deleted")) if not new else (line, character)
             change = {"range": {"start": pos(line, character), "end": pos(*end)}, "text": new}
-            s.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": version + 1},
-                                                "contentChanges": [change]})
+            s.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": version + 1}, "contentChanges": [change]},
+            )
             if uri in self.docs:
                 start = offset_at(text, line, character, encoding)
                 stop = max(start, offset_at(text, *end, encoding))
@@ -358,9 +418,18 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
             s.notify("textDocument/didClose", {"textDocument": {"uri": self.uri(slot)}})
             self.docs.pop(self.uri(slot), None)
 
-        @rule(method=st.sampled_from(["textDocument/completion", "textDocument/inlineCompletion",
-                                      "textDocument/codeAction", "sparkls/inlineEdit", "textDocument/hover"]),
-              data=st.data())
+        @rule(
+            method=st.sampled_from(
+                [
+                    "textDocument/completion",
+                    "textDocument/inlineCompletion",
+                    "textDocument/codeAction",
+                    "sparkls/inlineEdit",
+                    "textDocument/hover",
+                ]
+            ),
+            data=st.data(),
+        )
         def ask(self, method: str, data: st.DataObject) -> None:
             """A request at a position (a range for code actions): a result where the position is in the
             document (inside a character counts: it means the character's start), InvalidParams where it is
@@ -374,8 +443,11 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
             if method == "textDocument/inlineCompletion":
                 params["context"] = {"triggerKind": data.draw(st.sampled_from([1, 2]), "trigger")}
             elif method == "textDocument/codeAction":
-                params = {"textDocument": {"uri": uri}, "range": {"start": pos(*spots[0]), "end": pos(*spots[1])},
-                          "context": {"diagnostics": []}}
+                params = {
+                    "textDocument": {"uri": uri},
+                    "range": {"start": pos(*spots[0]), "end": pos(*spots[1])},
+                    "context": {"diagnostics": []},
+                }
             elif method == "sparkls/inlineEdit":  # the version it was asked for: current, stale, none or not one
                 asked = data.draw(st.sampled_from([version, version - 1, None, "abc", {"v": 1}]), "version")
                 params["textDocument"]["version"] = asked
@@ -396,8 +468,13 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
             uri = self.pick(data)
             text = self.docs.get(uri, ("", 0))[0]
             spots = data.draw(st.lists(positions(text, encoding), min_size=2, max_size=5))
-            ids = [s.request("textDocument/inlineCompletion", {
-                "textDocument": {"uri": uri}, "position": pos(*p), "context": {"triggerKind": 2}}) for p in spots]
+            ids = [
+                s.request(
+                    "textDocument/inlineCompletion",
+                    {"textDocument": {"uri": uri}, "position": pos(*p), "context": {"triggerKind": 2}},
+                )
+                for p in spots
+            ]
             cancelled = set(data.draw(st.lists(st.sampled_from(ids), max_size=3), "cancelled"))
             for msg_id in cancelled:
                 s.notify("$/cancelRequest", {"id": msg_id})
@@ -428,8 +505,9 @@ def buffers_machine(s: Server, encoding: str) -> type[RuleBasedStateMachine]:
 
 def fuzz_buffers(encoding: str, examples: int) -> None:
     with server(encoding) as s:
-        run_state_machine_as_test(buffers_machine(s, encoding), settings=settings(
-            FUZZ, max_examples=examples, stateful_step_count=STEPS))
+        run_state_machine_as_test(
+            buffers_machine(s, encoding), settings=settings(FUZZ, max_examples=examples, stateful_step_count=STEPS)
+        )
         s.check_answered_once()
 
 
@@ -494,10 +572,26 @@ STRAY_RESPONSES = [  # answers to requests the server never sent: dropped, never
 
 @st.composite
 def garbage(draw: st.DrawFn) -> tuple[str, Any]:
-    kind = draw(st.sampled_from(["not json", "short", "long", "stray bytes", "bad params", "bad envelope",
-                                 "unknown method", "unknown notification", "bad notification",
-                                 "notification as request", "nested message", "odd header", "stray response",
-                                 "cancel nothing"]))
+    kind = draw(
+        st.sampled_from(
+            [
+                "not json",
+                "short",
+                "long",
+                "stray bytes",
+                "bad params",
+                "bad envelope",
+                "unknown method",
+                "unknown notification",
+                "bad notification",
+                "notification as request",
+                "nested message",
+                "odd header",
+                "stray response",
+                "cancel nothing",
+            ]
+        )
+    )
     if kind == "not json":
         return kind, draw(st.sampled_from(NOT_JSON))
     if kind == "short":
@@ -617,11 +711,17 @@ def test_a_long_content_length_at_the_end_of_the_stream_is_answered_without_wait
 # -- lifecycle ------------------------------------------------------------------------------------------------
 def test_requests_before_initialize_are_refused_and_notifications_dropped():
     with server(None) as s:
-        for method, params in [("sparkls/health", None), ("textDocument/completion", completion_at(URI)),
-                               ("shutdown", None), ("fuzz/unknown", {})]:
+        for method, params in [
+            ("sparkls/health", None),
+            ("textDocument/completion", completion_at(URI)),
+            ("shutdown", None),
+            ("fuzz/unknown", {}),
+        ]:
             assert s.call(method, params)["error"]["code"] == NOT_INITIALIZED
-        s.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
-                                                           "text": "x = 1\n"}})
+        s.notify(
+            "textDocument/didOpen",
+            {"textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": "x = 1\n"}},
+        )
         s.initialize("utf-8")
         assert s.result("sparkls/documentState", {"textDocument": {"uri": URI}}) is None
         assert s.result("sparkls/health")["engine"] == "fake"  # no engine was started before the settings came
@@ -630,10 +730,16 @@ def test_requests_before_initialize_are_refused_and_notifications_dropped():
 
 def test_a_second_initialize_is_refused_and_keeps_the_negotiated_encoding():
     with server("utf-8") as s:
-        s.notify("textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1,
-                                                           "text": "😀\n"}})
-        again = s.call("initialize", {"capabilities": {"general": {"positionEncodings": ["utf-16"]}},
-                                      "initializationOptions": {"engine": "fake"}})
+        s.notify(
+            "textDocument/didOpen", {"textDocument": {"uri": URI, "languageId": "python", "version": 1, "text": "😀\n"}}
+        )
+        again = s.call(
+            "initialize",
+            {
+                "capabilities": {"general": {"positionEncodings": ["utf-16"]}},
+                "initializationOptions": {"engine": "fake"},
+            },
+        )
         assert again["error"]["code"] == INVALID_REQUEST
         # character 4 is the end of the line in UTF-8 bytes only (UTF-16 has 2 units there)
         assert "result" in s.call("textDocument/completion", completion_at(URI, 0, 4))
@@ -644,8 +750,12 @@ def test_after_shutdown_requests_are_refused_and_exit_ends_the_server():
     with server() as s:
         answer = s.call("shutdown")
         assert answer.get("result", answer) is None
-        for method, params in [("sparkls/health", None), ("textDocument/completion", completion_at(URI)),
-                               ("shutdown", None), ("initialize", {"capabilities": {}})]:
+        for method, params in [
+            ("sparkls/health", None),
+            ("textDocument/completion", completion_at(URI)),
+            ("shutdown", None),
+            ("initialize", {"capabilities": {}}),
+        ]:
             assert s.call(method, params)["error"]["code"] == INVALID_REQUEST
         s.notify("exit", None)
         assert s.exited_within(10) == 0, s.log()
@@ -686,16 +796,23 @@ def test_huge_and_binary_documents_are_held_exactly_and_answered(encoding):
     binary = "a\x00b\udc80c\ud800\x00😀\x01\n\x00"
     with server(encoding) as s:
         for uri, text in [("file:///fuzz/huge.py", huge), ("file:///fuzz/binary.py", binary)]:
-            s.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "python", "version": 1,
-                                                               "text": text}})
+            s.notify(
+                "textDocument/didOpen",
+                {"textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}},
+            )
             spans = lines(text)
             last = (len(spans) - 2, line_width(text, spans[-2], encoding))
             for method in ("textDocument/completion", "textDocument/inlineCompletion"):
                 params = {**completion_at(uri, *last), "context": {"triggerKind": 1}}
                 assert "result" in s.call(method, params)
             end = pos(*position_of(text, len(text), encoding))
-            s.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2}, "contentChanges": [
-                {"range": {"start": pos(*last), "end": end}, "text": "\x00tail 😀"}]})
+            s.notify(
+                "textDocument/didChange",
+                {
+                    "textDocument": {"uri": uri, "version": 2},
+                    "contentChanges": [{"range": {"start": pos(*last), "end": end}, "text": "\x00tail 😀"}],
+                },
+            )
             text = text[: offset_at(text, *last, encoding)] + "\x00tail 😀"
             assert s.result("sparkls/documentState", {"textDocument": {"uri": uri}}) == state_of(text, 2, uri)
         s.check_answered_once()
@@ -703,13 +820,18 @@ def test_huge_and_binary_documents_are_held_exactly_and_answered(encoding):
 
 # -- the framing, without a server ----------------------------------------------------------------------------
 @settings(FUZZ, max_examples=500)
-@given(bodies=st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20) | st.integers(), max_size=3),
-                       max_size=5),
-       stray=st.lists(STRAY, max_size=5), cuts=st.lists(st.integers(0, 4000), max_size=8))
+@given(
+    bodies=st.lists(st.dictionaries(st.text(max_size=5), st.text(max_size=20) | st.integers(), max_size=3), max_size=5),
+    stray=st.lists(STRAY, max_size=5),
+    cuts=st.lists(st.integers(0, 4000), max_size=8),
+)
 def test_the_framer_finds_every_message_between_stray_bytes_however_the_stream_is_cut(bodies, stray, cuts):
-    stream = b"".join(itertools.chain.from_iterable(
-        (stray[i] if i < len(stray) else b"", frame(bodies[i]) if i < len(bodies) else b"")
-        for i in range(max(len(stray), len(bodies)))))
+    stream = b"".join(
+        itertools.chain.from_iterable(
+            (stray[i] if i < len(stray) else b"", frame(bodies[i]) if i < len(bodies) else b"")
+            for i in range(max(len(stray), len(bodies)))
+        )
+    )
     framer, found = Framer(), []
     for start, end in itertools.pairwise([0, *sorted(c % (len(stream) + 1) for c in cuts), len(stream)]):
         framer.feed(stream[start:end])
@@ -724,8 +846,15 @@ def test_the_framer_reads_on_after_a_short_a_long_and_a_broken_length():
     framer = Framer()
     framer.feed(frame(one, -3) + frame(two) + frame(one, +25) + frame(two) + b"Content-Length: x\r\n\r\n" + frame(one))
     found = list(framer.frames())
-    assert [type(f).__name__ for f in found] == ["Unparsable", "Skipped", "Message", "Message", "Message", "Skipped",
-                                                 "Message"]
+    assert [type(f).__name__ for f in found] == [
+        "Unparsable",
+        "Skipped",
+        "Message",
+        "Message",
+        "Message",
+        "Skipped",
+        "Message",
+    ]
     assert [f.value for f in found if isinstance(f, Message)] == [two, one, two, one]
 
 
@@ -737,8 +866,11 @@ def run_fuzz(examples: int = 100) -> dict[str, float]:
     for encoding in ENCODINGS:
         fuzz_buffers(encoding, examples)
     fuzz_garbage(examples)
-    return {"messages": INPUTS["messages"] - before["messages"], "bytes": INPUTS["bytes"] - before["bytes"],
-            "seconds": round(time.monotonic() - started, 1)}
+    return {
+        "messages": INPUTS["messages"] - before["messages"],
+        "bytes": INPUTS["bytes"] - before["bytes"],
+        "seconds": round(time.monotonic() - started, 1),
+    }
 
 
 @pytest.fixture(scope="module", autouse=True)

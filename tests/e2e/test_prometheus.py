@@ -40,8 +40,11 @@ def scrape(port: int) -> str:
 
 def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """(sample name, labels) -> value of a Prometheus text exposition."""
-    return {(s.name, frozenset(s.labels.items())): s.value
-            for family in text_string_to_metric_families(text) for s in family.samples}
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
 
 
 def total(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float:
@@ -51,8 +54,11 @@ def total(found: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str,
 
 
 def listening(pid: int) -> list[tuple[str, int]]:
-    return sorted((c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="inet")
-                  if c.status == psutil.CONN_LISTEN)
+    return sorted(
+        (c.laddr.ip, c.laddr.port)
+        for c in psutil.Process(pid).net_connections(kind="inet")
+        if c.status == psutil.CONN_LISTEN
+    )
 
 
 def other_address() -> str | None:
@@ -66,9 +72,16 @@ def other_address() -> str | None:
 
 async def test_the_scrape_counts_the_suggestions_engine_requests_and_cancellations_made():
     port = free_port()
-    opts = {"engine": "fake", "fakeResponse": SCRIPT, "fakeTokenDelayMs": 50, "maxLines": 100,
-            "maxTokensMultiLine": 1000, "metricsPort": port, "openaiApiKey": SECRET,
-            "firstWindowTokens": 0}  # one engine request per answer: no background prefill of a full prompt
+    opts = {
+        "engine": "fake",
+        "fakeResponse": SCRIPT,
+        "fakeTokenDelayMs": 50,
+        "maxLines": 100,
+        "maxTokensMultiLine": 1000,
+        "metricsPort": port,
+        "openaiApiKey": SECRET,
+        "firstWindowTokens": 0,
+    }  # one engine request per answer: no background prefill of a full prompt
     async with lsp(options=opts) as (c, _):
         for i in range(2):  # two documents: the second is no typed-ahead rest of the first
             uri = f"file:///w/greet{i}.py"
@@ -76,9 +89,13 @@ async def test_the_scrape_counts_the_suggestions_engine_requests_and_cancellatio
             got = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=8)))
             assert [it.insert_text for it in got.items] == ["rn msg"]
         open_doc(c, "file:///w/slow.py", "def slow():\n    \n")
-        fut = asyncio.ensure_future(c.protocol.send_request_async(
-            types.TEXT_DOCUMENT_INLINE_COMPLETION,
-            inline_params("file:///w/slow.py", types.Position(line=1, character=4)), msg_id=777))
+        fut = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                inline_params("file:///w/slow.py", types.Position(line=1, character=4)),
+                msg_id=777,
+            )
+        )
         await until_in_engine(c)  # cancelled while the engine generates it
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=777))
         with pytest.raises(JsonRpcException):
@@ -100,7 +117,8 @@ async def test_the_scrape_counts_the_suggestions_engine_requests_and_cancellatio
     assert total(found, "sparkls_engine_requests_total") == len(engine)
     for reason in {r.finish_reason for r in engine}:
         assert total(found, "sparkls_engine_requests_total", finish_reason=reason) == sum(
-            r.finish_reason == reason for r in engine)
+            r.finish_reason == reason for r in engine
+        )
     assert total(found, "sparkls_engine_decode_tokens_total") == sum(r.decode_tokens for r in engine)
     assert total(found, "sparkls_engine_prompt_tokens_total") == sum(r.prompt_tokens for r in engine)
     assert total(found, "sparkls_engine_restarts_total") == 0
@@ -135,7 +153,8 @@ async def test_a_port_in_use_is_shown_once_and_the_server_serves_on():
         async with lsp(options={"engine": "fake", "metricsPort": port}) as (c, _):
             open_doc(c, "file:///w/a.py", "def f():\n    retu\n")
             got = await c.text_document_inline_completion_async(
-                inline_params("file:///w/a.py", types.Position(line=1, character=8)))
+                inline_params("file:///w/a.py", types.Position(line=1, character=8))
+            )
             assert got.items
             shown = [m.message for m in c.messages if m.type == types.MessageType.Warning]
             assert len(shown) == 1 and f"127.0.0.1:{port}" in shown[0]
@@ -184,8 +203,17 @@ async def test_restarts_told_to_the_exporter_are_counted_and_engine_requests_hea
     async with started(engine) as t:
         t.engine_restarted()
         t.engine_restarted()
-        engine.recorder.record("b1", GenerationStats(prompt_tokens=10, reused_tokens=7, decode_tokens=2,
-                                                     decode_ms=10, priority=Priority.BACKGROUND, preemptions=1))
+        engine.recorder.record(
+            "b1",
+            GenerationStats(
+                prompt_tokens=10,
+                reused_tokens=7,
+                decode_tokens=2,
+                decode_ms=10,
+                priority=Priority.BACKGROUND,
+                preemptions=1,
+            ),
+        )
         found: dict[Any, float] = samples(generate_latest(t.registry).decode())
     assert total(found, "sparkls_engine_restarts_total") == 2
     bg = {"request_class": "background"}

@@ -40,18 +40,23 @@ async def test_inline_and_classic_completion_work_for_each_client_and_encoding(c
         # Edit on the emoji line in the negotiated encoding: insert "!" after the emoji.
         at = TEXT.index("😀") + 1
         pos = position(TEXT, at, encoding)
-        c.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=pos, end=pos), text="!")]))
+        c.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="!")
+                ],
+            )
+        )
         text = TEXT[:at] + "!" + TEXT[at:]
         cursor = CURSOR + 1
         cur = position(text, cursor, encoding)
         result = await c.text_document_inline_completion_async(inline_params(uri, cur))
         assert [i.insert_text for i in result.items] == ["rn msg"]
         assert result.items[0].range == types.Range(start=cur, end=cur)
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cur)
+        )
         item = comp.items[0]
         # The edit replaces the word before the cursor ("retu"), so clients can filter by it.
         assert item.text_edit.new_text == "return msg"
@@ -73,10 +78,14 @@ async def test_typing_and_completing_after_an_emoji_and_cjk_on_the_same_line_lan
         at = WIDE.index("= re") + 4
         typed = position(WIDE, at, encoding)  # the user types "t" at the end of `re`, after the wide characters
         assert typed.character == {"utf-8": 45, "utf-16": 36, "utf-32": 34}[encoding]
-        c.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=typed, end=typed),
-                                                                    text="t")]))
+        c.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=types.Range(start=typed, end=typed), text="t")
+                ],
+            )
+        )
         text = WIDE[:at] + "t" + WIDE[at:]
         cur = position(text, at + 1, encoding)
         done = text.replace("n = ret\n", "n = return n\n")
@@ -84,8 +93,9 @@ async def test_typing_and_completing_after_an_emoji_and_cjk_on_the_same_line_lan
         (item,) = inline.items
         assert item.range == types.Range(start=cur, end=cur)
         assert apply_lsp(text, [types.TextEdit(range=item.range, new_text=item.insert_text)], encoding) == done
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cur)
+        )
         edit = comp.items[0].text_edit  # replaces the word `ret` before the cursor
         assert (edit.range.start, edit.range.end) == (position(text, at - 2, encoding), cur)
         assert apply_lsp(text, [edit], encoding) == done
@@ -99,8 +109,9 @@ async def test_helix_capabilities_get_classic_completion_with_utf8_positions():
         uri = "file:///w/greet.py"
         open_doc(c, uri, TEXT)
         cur = position(TEXT, CURSOR, "utf-8")
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cur)
+        )
         assert comp.items[0].text_edit.new_text == "return msg"
 
 
@@ -115,27 +126,40 @@ async def test_helix_positions_after_multibyte_characters_on_the_same_line_are_u
         cursor = text.index("ret") + 3
         cur = position(text, cursor, "utf-8")
         assert cur.character == len(f"    {line}".encode())  # bytes, not characters (4 + 37 bytes vs 4 + 30)
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=cur))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=cur)
+        )
         edit = comp.items[0].text_edit
         # the edit replaces the word `ret`: it starts 3 bytes before the cursor, after the emoji and CJK bytes
         assert (edit.range.start.line, edit.range.start.character, edit.range.end.character) == (
-            1, cur.character - 3, cur.character)
+            1,
+            cur.character - 3,
+            cur.character,
+        )
         snippet = comp.items[0].insert_text_format == types.InsertTextFormat.Snippet
         assert edit.new_text == ("return {\\$x\\}" if snippet else "return {$x}")
 
 
 async def test_cancel_request_aborts_the_engine_and_answers_request_cancelled():
-    opts = {"engine": "fake", "fakeResponse": "    x = 1\n" * 40, "fakeTokenDelayMs": 50, "maxLines": 100,
-            "maxTokensMultiLine": 1000}
+    opts = {
+        "engine": "fake",
+        "fakeResponse": "    x = 1\n" * 40,
+        "fakeTokenDelayMs": 50,
+        "maxLines": 100,
+        "maxTokensMultiLine": 1000,
+    }
     async with lsp(options=opts) as (c, _):
         uri = "file:///w/a.py"
         text = "def f():\n    \n"
         open_doc(c, uri, text)
         # An integer id, as real editors send them.
-        fut = asyncio.ensure_future(c.protocol.send_request_async(
-            types.TEXT_DOCUMENT_INLINE_COMPLETION, inline_params(uri, types.Position(line=1, character=4)),
-            msg_id=4242))
+        fut = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.TEXT_DOCUMENT_INLINE_COMPLETION,
+                inline_params(uri, types.Position(line=1, character=4)),
+                msg_id=4242,
+            )
+        )
         await until_in_engine(c)
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4242))
         with pytest.raises(JsonRpcException) as err:
@@ -159,12 +183,15 @@ async def test_a_newer_request_for_the_same_document_supersedes_the_older():
         first = asyncio.ensure_future(c.text_document_inline_completion_async(inline_params(uri, pos)))
         await until_in_engine(c)  # the first is being generated (34 tokens, 1 s at 30 ms each)
         # The user types a character: a new version, a new request.
-        c.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=pos, end=pos), text="y")]))
-        second = await c.text_document_inline_completion_async(
-            inline_params(uri, types.Position(line=1, character=5)))
+        c.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text="y")
+                ],
+            )
+        )
+        second = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=5)))
         with pytest.raises(JsonRpcException) as err:
             await first
         assert err.value.code == types.LSPErrorCodes.RequestCancelled
@@ -179,11 +206,19 @@ async def test_typing_what_was_suggested_is_answered_without_the_engine():
         uri = "file:///w/a.py"
         open_doc(c, uri, "def f():\n    \n")
         await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4)))
-        c.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(line=1, character=4),
-                                  end=types.Position(line=1, character=4)), text="ret")]))
+        c.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(
+                            start=types.Position(line=1, character=4), end=types.Position(line=1, character=4)
+                        ),
+                        text="ret",
+                    )
+                ],
+            )
+        )
         res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=7)))
         assert res.items[0].insert_text == "urn 42"
         m = await metrics(c)
@@ -202,25 +237,32 @@ async def test_bad_input_gets_an_answer_and_the_server_keeps_serving():
         # A document that was never opened.
         with pytest.raises(JsonRpcException):
             await c.text_document_inline_completion_async(
-                inline_params("file:///w/never.py", types.Position(line=0, character=0)))
+                inline_params("file:///w/never.py", types.Position(line=0, character=0))
+            )
         # A malformed request (params of the wrong shape).
         with pytest.raises(JsonRpcException):
             await raw_request(c, types.TEXT_DOCUMENT_INLINE_COMPLETION, {"textDocument": 3})
         with pytest.raises(JsonRpcException):
-            await raw_request(c, types.TEXT_DOCUMENT_COMPLETION, {"textDocument": {"uri": uri}, "position": {
-                "line": -1, "character": "x"}}, msg_id=90002)
+            await raw_request(
+                c,
+                types.TEXT_DOCUMENT_COMPLETION,
+                {"textDocument": {"uri": uri}, "position": {"line": -1, "character": "x"}},
+                msg_id=90002,
+            )
         # An unknown method.
         with pytest.raises(JsonRpcException):
             await c.protocol.send_request_async("sparkls/noSuchMethod", {})
         # A binary file: an empty answer.
         open_doc(c, "file:///w/blob.py", "abc\x00\x01\x02def\n")
         res = await c.text_document_inline_completion_async(
-            inline_params("file:///w/blob.py", types.Position(line=0, character=3)))
+            inline_params("file:///w/blob.py", types.Position(line=0, character=3))
+        )
         assert not res.items
         # An unknown language: plain-text context, still an answer.
         open_doc(c, "file:///w/a.cob", "IDENTIFICATION DIVISION.\n", language="cobol")
         res = await c.text_document_inline_completion_async(
-            inline_params("file:///w/a.cob", types.Position(line=1, character=0)))
+            inline_params("file:///w/a.cob", types.Position(line=1, character=0))
+        )
         assert res.items[0].insert_text == "return 42"
         # Still serving.
         res = await c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=0)))
@@ -246,13 +288,22 @@ async def test_a_five_megabyte_file_is_served_and_edited():
         uri = "file:///w/big.py"
         open_doc(c, uri, big)
         last = big.count("\n")
-        c.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-            content_changes=[types.TextDocumentContentChangePartial(
-                range=types.Range(start=types.Position(line=last, character=0),
-                                  end=types.Position(line=last, character=0)), text="def tail():\n    ")]))
+        c.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(
+                        range=types.Range(
+                            start=types.Position(line=last, character=0), end=types.Position(line=last, character=0)
+                        ),
+                        text="def tail():\n    ",
+                    )
+                ],
+            )
+        )
         res = await c.text_document_inline_completion_async(
-            inline_params(uri, types.Position(line=last + 1, character=4)))
+            inline_params(uri, types.Position(line=last + 1, character=4))
+        )
         assert res.items[0].insert_text == "return 42"
 
 
@@ -274,8 +325,10 @@ async def test_inline_and_classic_requests_at_the_same_cursor_share_one_generati
         pos = types.Position(line=1, character=4)
         inline, classic = await asyncio.gather(
             c.text_document_inline_completion_async(inline_params(uri, pos)),
-            c.text_document_completion_async(types.CompletionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), position=pos)))
+            c.text_document_completion_async(
+                types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=pos)
+            ),
+        )
         assert inline.items[0].insert_text == "return 7"
         assert classic.items[0].text_edit.new_text == "return 7"
         m = await metrics(c)
@@ -298,12 +351,17 @@ async def test_a_definition_from_an_imported_workspace_file_reaches_the_prompt_a
         got = await c.text_document_inline_completion_async(inline_params(uri, position(main, len(main) - 1, "utf-16")))
         assert got.items[0].insert_text == "scale_all(xs, 2)"
         secret = await c.text_document_inline_completion_async(
-            inline_params((tmp_path / ".env").as_uri(), types.Position(line=0, character=10)))
+            inline_params((tmp_path / ".env").as_uri(), types.Position(line=0, character=10))
+        )
         assert not secret.items  # an excluded document gets no completion (its text never reaches a prompt)
         env_range = types.Range(start=types.Position(line=0, character=0), end=types.Position(line=0, character=3))
-        acts = await c.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=(tmp_path / ".env").as_uri()), range=env_range,
-            context=types.CodeActionContext(diagnostics=[])))
+        acts = await c.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=(tmp_path / ".env").as_uri()),
+                range=env_range,
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
         assert not acts  # no code action (each would send its text to the model)
     async with lsp(options={"engine": "fake", "fakeResponse": answers, "contextTokens": 0}, root=tmp_path) as (c, _):
         open_doc(c, uri, main)
@@ -364,17 +422,22 @@ async def test_the_cursor_shown_by_a_code_action_request_or_sparkls_cursor_warms
         uri = "file:///w/greet.py"
         open_doc(c, uri, TEXT)
         cur = position(TEXT, CURSOR, "utf-16")
-        await c.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=cur, end=cur),
-            context=types.CodeActionContext(diagnostics=[])))
+        await c.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                range=types.Range(start=cur, end=cur),
+                context=types.CodeActionContext(diagnostics=[]),
+            )
+        )
         assert [e.finish_reason for e in await _warmups(c, 1)] == ["warm"]
         c.protocol.notify("sparkls/cursor", {"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}})
-        c.protocol.notify("sparkls/cursor", {"textDocument": {"uri": "file:///w/not-open.py"},
-                                             "position": {"line": 0, "character": 0}})  # logged and ignored
+        c.protocol.notify(
+            "sparkls/cursor",
+            {"textDocument": {"uri": "file:///w/not-open.py"}, "position": {"line": 0, "character": 0}},
+        )  # logged and ignored
         assert len(await _warmups(c, 2)) == 2
         result = await c.text_document_inline_completion_async(inline_params(uri, cur))  # still serving
         assert [i.insert_text for i in result.items] == ["rn msg"]
-
 
 
 async def test_a_new_place_answers_first_from_a_short_window_then_from_the_full_prompt_once_it_is_prefilled():
@@ -389,9 +452,14 @@ async def test_a_new_place_answers_first_from_a_short_window_then_from_the_full_
         for ch in "pri":
             version += 1
             at = position(text, cursor, "utf-16")
-            c.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-                content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=ch)]))
+            c.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                    content_changes=[
+                        types.TextDocumentContentChangePartial(range=types.Range(start=at, end=at), text=ch)
+                    ],
+                )
+            )
             text, cursor, typed = text[:cursor] + ch + text[cursor:], cursor + 1, typed + ch
             await c.text_document_inline_completion_async(inline_params(uri, position(text, cursor, "utf-16")))
             if len(typed) == 1:  # after the first answer the full prompt is prefilled in the background

@@ -21,15 +21,18 @@ def count_evens(numbers: list[int]) -> int:
 '''
 
 
-
 async def type_and_ask(c, uri: str, text: str, at: int, ch: str, version: int):
     """Type `ch` at `at` (one didChange), then ask for an inline completion after it: the new text and the answer."""
     pos = position(text, at, "utf-16")
-    c.text_document_did_change(types.DidChangeTextDocumentParams(
-        text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-        content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=ch)]))
+    c.text_document_did_change(
+        types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=ch)],
+        )
+    )
     text = text[:at] + ch + text[at:]
     return text, await c.text_document_inline_completion_async(inline_params(uri, position(text, at + 1, "utf-16")))
+
 
 async def test_a_real_model_completion_stays_in_its_function_is_timed_and_a_repeat_needs_no_engine_request():
     require("llama_cpp", "the embedded engine")
@@ -41,8 +44,11 @@ async def test_a_real_model_completion_stays_in_its_function_is_timed_and_a_repe
         assert res.items, "the model returned nothing"
         text = res.items[0].insert_text
         assert "def " not in text.split("\n", 1)[-1]  # stopped at the end of the function
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=position(SRC, cursor, "utf-16")))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(
+                text_document=types.TextDocumentIdentifier(uri=uri), position=position(SRC, cursor, "utf-16")
+            )
+        )
         assert comp.items and comp.items[0].text_edit is not None
         m = await metrics(c)
         first, repeat = m.suggestions
@@ -149,6 +155,7 @@ async def test_typing_other_than_the_suggestion_asks_the_engine_again_over_the_c
         cold, *warm = answers(m)
         assert len(warm) == sources.count("model") - 1 >= 2
         # Each keystroke the engine ran for reused the KV cache of the prompt before it: all but a token or two.
-        assert all(e.reused_tokens >= 0.9 * e.prompt_tokens and e.prompt_tokens - e.reused_tokens <= 4
-                   for e in warm), [(e.prompt_tokens, e.reused_tokens) for e in warm]
+        assert all(e.reused_tokens >= 0.9 * e.prompt_tokens and e.prompt_tokens - e.reused_tokens <= 4 for e in warm), [
+            (e.prompt_tokens, e.reused_tokens) for e in warm
+        ]
         assert cold.reused_tokens == 0 and all(e.prompt_tokens >= cold.prompt_tokens for e in warm)

@@ -25,8 +25,10 @@ STRIPE = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"
 JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
 RANDOM = "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"
 KEY_BODY = "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi"
-KEY_BLOCK = f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\nZ1BjP5CE/Wm/Rr500PRK+Lh9x5eJPo5CAZ3/ANBE0\n" \
-            "-----END RSA PRIVATE KEY-----"
+KEY_BLOCK = (
+    f"-----BEGIN RSA PRIVATE KEY-----\n{KEY_BODY}\nZ1BjP5CE/Wm/Rr500PRK+Lh9x5eJPo5CAZ3/ANBE0\n"
+    "-----END RSA PRIVATE KEY-----"
+)
 SECRETS = (AWS, GITHUB, STRIPE, JWT, RANDOM, KEY_BODY, "hunter2pass")
 LEAKED = "LEAKED\n```\n"  # a completion shows LEAKED, a rewrite writes it as a line
 
@@ -52,14 +54,19 @@ async def inline(c, uri: str, text: str, offset: int) -> list[str]:
 
 
 def actions_at(c, uri: str, pos: types.Position, diagnostics=()) -> list[types.CodeAction]:
-    return c.text_document_code_action_async(types.CodeActionParams(
-        text_document=types.TextDocumentIdentifier(uri=uri), range=types.Range(start=pos, end=pos),
-        context=types.CodeActionContext(diagnostics=list(diagnostics))))
+    return c.text_document_code_action_async(
+        types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            range=types.Range(start=pos, end=pos),
+            context=types.CodeActionContext(diagnostics=list(diagnostics)),
+        )
+    )
 
 
 async def inline_edit(c, uri: str, pos: types.Position):
-    return await c.protocol.send_request_async("sparkls/inlineEdit", {
-        "textDocument": {"uri": uri}, "position": {"line": pos.line, "character": pos.character}})
+    return await c.protocol.send_request_async(
+        "sparkls/inlineEdit", {"textDocument": {"uri": uri}, "position": {"line": pos.line, "character": pos.character}}
+    )
 
 
 # ---- excluded files -----------------------------------------------------------------------------------------
@@ -67,11 +74,14 @@ async def inline_edit(c, uri: str, pos: types.Position):
 ENV = f"AWS_ACCESS_KEY_ID={AWS}\ndef region_name():\n    return 'eu'\n"
 
 
-@pytest.mark.parametrize(("name", "options"), [
-    (".env", {}),
-    ("config/secrets.yaml", {}),
-    ("deploy/notes.py", {"excludeFiles": ["**/deploy/*.py"]}),  # `**/` matches no folder too, as in gitignore
-])
+@pytest.mark.parametrize(
+    ("name", "options"),
+    [
+        (".env", {}),
+        ("config/secrets.yaml", {}),
+        ("deploy/notes.py", {"excludeFiles": ["**/deploy/*.py"]}),  # `**/` matches no folder too, as in gitignore
+    ],
+)
 async def test_an_excluded_document_gets_no_completion_code_action_or_next_edit(tmp_path, name, options):
     opts = {"engine": "fake", "fakeResponse": script("served\n```\n"), **options}
     async with lsp(options=opts, root=tmp_path) as (c, _):
@@ -80,17 +90,25 @@ async def test_an_excluded_document_gets_no_completion_code_action_or_next_edit(
         ed.open(uri, ENV)
         at = ed.pos(uri, ENV.index("'eu'"))
         assert await inline(c, uri, ENV, ENV.index("'eu'")) == []
-        comp = await c.text_document_completion_async(types.CompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=at))
+        comp = await c.text_document_completion_async(
+            types.CompletionParams(text_document=types.TextDocumentIdentifier(uri=uri), position=at)
+        )
         assert comp is None or not comp.items
         assert not await actions_at(c, uri, at)
         assert (await inline_edit(c, uri, at)).edits == []
         # An action made up by the client for the excluded document: refused, never run.
-        forged = {"kind": "docstring", "uri": uri, "version": 1, "start": ENV.index("def"), "end": len(ENV),
-                  "title": "forged"}
+        forged = {
+            "kind": "docstring",
+            "uri": uri,
+            "version": 1,
+            "start": ENV.index("def"),
+            "end": len(ENV),
+            "title": "forged",
+        }
         with pytest.raises(JsonRpcException) as err:
-            await c.workspace_execute_command_async(types.ExecuteCommandParams(
-                command="sparkls.applyAction", arguments=[forged]))
+            await c.workspace_execute_command_async(
+                types.ExecuteCommandParams(command="sparkls.applyAction", arguments=[forged])
+            )
         assert err.value.code == types.ErrorCodes.InvalidParams
         with pytest.raises(JsonRpcException):
             await c.code_action_resolve_async(types.CodeAction(title="forged", data=forged))
@@ -123,17 +141,27 @@ async def test_an_open_excluded_document_never_reaches_another_documents_prompt(
 
 
 async def test_a_module_imported_from_an_excluded_file_never_reaches_the_prompt(tmp_path):
-    write(tmp_path, {
-        "secrets.py": "def rotate_key(old):\n    return old  # the_marker_of_secrets_py\n",
-        "credentials_store.py": "def load_token(name):\n    return name  # the_marker_of_credentials\n",
-        "config/prod.py": "def db_password():\n    return 'x'  # the_marker_of_config\n",
-        "util.py": "def scale_all(values, factor):\n    return values  # the_marker_of_util\n",
-    })
-    main = ("from secrets import rotate_key\nfrom credentials_store import load_token\n"
-            "from config.prod import db_password\nfrom util import scale_all\n\n\n"
-            "def run(xs):\n    rotate_key(load_token(db_password()))\n    return \n")
-    answers = script("none", the_marker_of_util="util seen", the_marker_of_secrets_py="LEAKED",
-                     the_marker_of_credentials="LEAKED", the_marker_of_config="LEAKED")
+    write(
+        tmp_path,
+        {
+            "secrets.py": "def rotate_key(old):\n    return old  # the_marker_of_secrets_py\n",
+            "credentials_store.py": "def load_token(name):\n    return name  # the_marker_of_credentials\n",
+            "config/prod.py": "def db_password():\n    return 'x'  # the_marker_of_config\n",
+            "util.py": "def scale_all(values, factor):\n    return values  # the_marker_of_util\n",
+        },
+    )
+    main = (
+        "from secrets import rotate_key\nfrom credentials_store import load_token\n"
+        "from config.prod import db_password\nfrom util import scale_all\n\n\n"
+        "def run(xs):\n    rotate_key(load_token(db_password()))\n    return \n"
+    )
+    answers = script(
+        "none",
+        the_marker_of_util="util seen",
+        the_marker_of_secrets_py="LEAKED",
+        the_marker_of_credentials="LEAKED",
+        the_marker_of_config="LEAKED",
+    )
     opts = {"engine": "fake", "fakeResponse": answers, "excludeFiles": ["**/config/*.py"], **FULL}
     async with lsp(options=opts, root=tmp_path) as (c, _):
         ed = Editor(c)
@@ -151,8 +179,9 @@ async def test_a_glob_added_while_running_takes_effect_at_once(tmp_path):
         uri = (tmp_path / "main.py").as_uri()
         ed.open(uri, main)
         assert await inline(c, uri, main, len(main) - 1) == ["notes seen"]
-        c.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"sparkls": {"excludeFiles": ["notes/"]}}))
+        c.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"sparkls": {"excludeFiles": ["notes/"]}})
+        )
         ed.type(uri, len(main) - 1, len(main) - 1, "x")  # a new version, asked again
         assert await inline(c, uri, ed.texts[uri], len(main)) == ["none"]
 
@@ -180,12 +209,19 @@ async def test_credentials_in_the_current_document_and_an_imported_one_are_redac
     alone = CURRENT.replace("from settings import DATABASE_URL\n", "")
     write(tmp_path, {"settings.py": SETTINGS, "app.py": CURRENT, "alone.py": alone})
     # The answer shows which redacted line the prompt held (the last key found wins); a secret answers LEAKED.
-    answers = script("none", **{'AWS_KEY = "<redacted>"': "app seen redacted",
-                                'DATABASE_URL = "postgres://admin:<redacted>@db/app"': "settings seen redacted"})
+    answers = script(
+        "none",
+        **{
+            'AWS_KEY = "<redacted>"': "app seen redacted",
+            'DATABASE_URL = "postgres://admin:<redacted>@db/app"': "settings seen redacted",
+        },
+    )
     async with lsp(options={"engine": "fake", "fakeResponse": answers, **FULL}, root=tmp_path) as (c, _):
         ed = Editor(c)
-        for name, text, expected in (("app.py", CURRENT, "settings seen redacted"), ("alone.py", alone,
-                                                                                      "app seen redacted")):
+        for name, text, expected in (
+            ("app.py", CURRENT, "settings seen redacted"),
+            ("alone.py", alone, "app seen redacted"),
+        ):
             uri = (tmp_path / name).as_uri()
             ed.open(uri, text)
             assert await inline(c, uri, text, text.index("return ") + len("return ")) == [expected]
@@ -242,15 +278,22 @@ async def test_a_rewrite_around_a_secret_keeps_it_and_never_sends_it(how):
         ed.open(uri, CLIENT)
         at = CLIENT.index("return")
         # The diagnostic quotes the secret: the instruction that carries it to the model is redacted too.
-        diag = types.Diagnostic(range=types.Range(start=ed.pos(uri, at), end=ed.pos(uri, at + 6)),
-                                message=f"retries unused; hard-coded key {AWS}", source="lint")
+        diag = types.Diagnostic(
+            range=types.Range(start=ed.pos(uri, at), end=ed.pos(uri, at + 6)),
+            message=f"retries unused; hard-coded key {AWS}",
+            source="lint",
+        )
         fix = next(a for a in await actions_at(c, uri, ed.pos(uri, at), [diag]) if "Fix" in a.title)
         if how == "resolved":
             resolved = await c.code_action_resolve_async(fix)
             new = apply_workspace_edit(CLIENT, resolved.edit, 1)
         else:
-            out = await asyncio.wait_for(c.workspace_execute_command_async(types.ExecuteCommandParams(
-                command=fix.command.command, arguments=fix.command.arguments)), 20)
+            out = await asyncio.wait_for(
+                c.workspace_execute_command_async(
+                    types.ExecuteCommandParams(command=fix.command.command, arguments=fix.command.arguments)
+                ),
+                20,
+            )
             assert out["reason"] == "done"
             new = ed.texts[uri]
         assert new == CLIENT.replace("Client(key)", "Client(key, retries=retries)")
@@ -261,8 +304,9 @@ SERIES = f'a = compute(1)\nkey = "{AWS}"\nb = compute(2)\n'
 
 async def test_a_next_edit_around_a_secret_keeps_it_and_never_sends_it():
     # Asked on the key's line (the prompt's hunk removes it, masked), the model writes it again and renames below.
-    answers = script(" b = compute(2)\n", **{"+a = compute_v2(1)\n":
-                                             '-b = compute(2)\n+key = "<redacted-1>"\n+b = compute_v2(2)\n'})
+    answers = script(
+        " b = compute(2)\n", **{"+a = compute_v2(1)\n": '-b = compute(2)\n+key = "<redacted-1>"\n+b = compute_v2(2)\n'}
+    )
     async with lsp(options={"engine": "fake", "fakeResponse": answers}) as (c, _):
         ed = Editor(c)
         uri = "file:///w/series.py"
@@ -279,9 +323,11 @@ async def test_a_next_edit_around_a_secret_keeps_it_and_never_sends_it():
 
 # ---- a glob that starts to match a document while it is being worked on ------------------------------------
 
+
 def exclude(c, *globs: str) -> None:
-    c.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-        settings={"sparkls": {"excludeFiles": list(globs)}}))
+    c.workspace_did_change_configuration(
+        types.DidChangeConfigurationParams(settings={"sparkls": {"excludeFiles": list(globs)}})
+    )
 
 
 async def test_a_prediction_made_before_a_glob_matched_its_document_is_no_longer_offered(tmp_path):
@@ -309,13 +355,18 @@ async def test_a_streaming_edit_is_not_redirected_once_a_glob_matches_its_docume
         ed.open(uri, text)
         found = await actions_at(c, uri, ed.pos(uri, text.index("pass")))
         cmd = next(a for a in found if "Implement" in a.title).command
-        running = asyncio.ensure_future(c.protocol.send_request_async(types.WORKSPACE_EXECUTE_COMMAND,
-                                        types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
-                                        msg_id=4711))
+        running = asyncio.ensure_future(
+            c.protocol.send_request_async(
+                types.WORKSPACE_EXECUTE_COMMAND,
+                types.ExecuteCommandParams(command=cmd.command, arguments=cmd.arguments),
+                msg_id=4711,
+            )
+        )
         await ed.wait_states(2, 10)
         exclude(c, "area.py")
-        red = await c.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="sparkls.redirect", arguments=["make it loud", uri]))
+        red = await c.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="sparkls.redirect", arguments=["make it loud", uri])
+        )
         assert not red["redirected"]  # its region would go to the model again
         c.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=4711))
         with pytest.raises(JsonRpcException):

@@ -78,7 +78,8 @@ async def test_a_changed_metrics_port_moves_the_endpoint_at_once():
         for _ in range(200):  # the move runs on the server's loop: wait for the endpoint
             try:
                 body = await asyncio.to_thread(
-                    lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode())
+                    lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+                )
                 break
             except OSError:
                 await asyncio.sleep(0.05)

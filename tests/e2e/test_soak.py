@@ -19,10 +19,12 @@ async def test_a_typing_storm_answers_every_request_and_leaks_nothing(tmp_path):
         r = await storm(client, keystrokes=1500, documents=4, rate_hz=50)
     finally:
         await client.stop()
-    print(f"storm: {r.keystrokes} keys in {r.seconds:.1f} s, {r.cancelled} cancelled, {r.with_items} with items, "
-          f"cancel answered p50/p99 {percentile(r.cancel_answer_ms, 50):.1f}/{percentile(r.cancel_answer_ms, 99):.1f}"
-          f" ms, RSS {r.before['rssBytes'] >> 20} -> {r.after['rssBytes'] >> 20} MiB, tasks "
-          f"{r.before['tasks']} -> {r.after['tasks']}")
+    print(
+        f"storm: {r.keystrokes} keys in {r.seconds:.1f} s, {r.cancelled} cancelled, {r.with_items} with items, "
+        f"cancel answered p50/p99 {percentile(r.cancel_answer_ms, 50):.1f}/{percentile(r.cancel_answer_ms, 99):.1f}"
+        f" ms, RSS {r.before['rssBytes'] >> 20} -> {r.after['rssBytes'] >> 20} MiB, tasks "
+        f"{r.before['tasks']} -> {r.after['tasks']}"
+    )
     assert r.unanswered == 0 and r.other_errors == [] and r.answered == r.requests == 1500
     assert r.cancelled > 500 and r.with_items > 0  # the storm did supersede generations, and some were shown
     assert r.after["openEngineRequests"] == 0 and r.after["suggestionJobs"] == 0

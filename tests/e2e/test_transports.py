@@ -28,8 +28,12 @@ WAIT_S = 20
 
 
 def initialize(msg_id: int = 1, **options: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": msg_id, "method": "initialize",
-            "params": {"capabilities": {}, "initializationOptions": {"engine": "fake", **options}}}
+    return {
+        "jsonrpc": "2.0",
+        "id": msg_id,
+        "method": "initialize",
+        "params": {"capabilities": {}, "initializationOptions": {"engine": "fake", **options}},
+    }
 
 
 def frame(obj: dict[str, Any]) -> bytes:
@@ -115,13 +119,28 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def server(transport: str, *args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 ) -> AsyncIterator[Served]:
+async def server(
+    transport: str,
+    *args: str,
+    env: dict[str, str] | None = None,
+    cwd: Path | None = None,
+) -> AsyncIterator[Served]:
     port = free_port()
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sparkls", "--log-level", "DEBUG", "serve", f"--{transport}", f"127.0.0.1:{port}",
-        *args, env={**os.environ, "SPARKLS_TOKEN": TOKEN, **(env or {})}, cwd=cwd,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "sparkls",
+        "--log-level",
+        "DEBUG",
+        "serve",
+        f"--{transport}",
+        f"127.0.0.1:{port}",
+        *args,
+        env={**os.environ, "SPARKLS_TOKEN": TOKEN, **(env or {})},
+        cwd=cwd,
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     served = Served(port, proc)
     try:
         yield served
@@ -186,10 +205,28 @@ async def test_tcp_refuses_a_missing_or_wrong_token_and_serves_the_right_one():
         answer = await conn.answer(1)
         assert answer is not None and answer["result"]["serverInfo"]["name"] == "sparkls"
         conn.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-        conn.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-            "uri": "file:///w/a.py", "languageId": "python", "version": 1, "text": "def f():\n    \n"}}})
-        conn.send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/completion", "params": {
-            "textDocument": {"uri": "file:///w/a.py"}, "position": {"line": 1, "character": 4}}})
+        conn.send(
+            {
+                "jsonrpc": "2.0",
+                "method": "textDocument/didOpen",
+                "params": {
+                    "textDocument": {
+                        "uri": "file:///w/a.py",
+                        "languageId": "python",
+                        "version": 1,
+                        "text": "def f():\n    \n",
+                    }
+                },
+            }
+        )
+        conn.send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "textDocument/completion",
+                "params": {"textDocument": {"uri": "file:///w/a.py"}, "position": {"line": 1, "character": 4}},
+            }
+        )
         completion = await conn.answer(2)
         assert completion is not None and completion["result"]["items"][0]["textEdit"]["newText"] == "return 42"
         second = await tcp(port)  # one client at a time: a second one, even with the token, is refused
@@ -207,14 +244,19 @@ async def test_a_websocket_from_a_foreign_origin_a_rebinding_host_or_without_the
         bearer = {"Authorization": f"Bearer {TOKEN}"}
         assert await ws_status(port, origin="http://evil.example", additional_headers=bearer) == 403
         assert await ws_status(port, "evil.example", additional_headers=bearer) == 403  # DNS rebinding
-        assert await ws_status(port, additional_headers={**bearer, "Origin": "http://evil.example",
-                                                         "origin": "http://editor.example"}) == 403  # two: refused
+        assert (
+            await ws_status(
+                port, additional_headers={**bearer, "Origin": "http://evil.example", "origin": "http://editor.example"}
+            )
+            == 403
+        )  # two: refused
         assert await ws_status(port) == 401
         assert await ws_status(port, additional_headers={"Authorization": "Bearer guess"}) == 401
         assert await ws_status(port, subprotocols=["sparkls", "sparkls.token.guess"]) == 401  # type: ignore[list-item]
         # An allowed origin with the token as a subprotocol entry (what a browser can send) is served.
-        answer = await ws_initialize(port, origin="http://editor.example",
-                                     subprotocols=["sparkls", f"sparkls.token.{TOKEN}"])  # type: ignore[list-item]
+        answer = await ws_initialize(
+            port, origin="http://editor.example", subprotocols=["sparkls", f"sparkls.token.{TOKEN}"]
+        )  # type: ignore[list-item]
         assert answer["result"]["serverInfo"]["name"] == "sparkls"
         log = await served.ended()  # its client went: the server ends
         assert "evil.example is not allowed" in log and "wrong token" in log
@@ -242,14 +284,26 @@ async def test_without_a_token_one_is_generated_into_a_file_only_the_user_can_re
         await conn.close()
 
 
-@pytest.mark.parametrize("args, reason", [
-    ((), "not a loopback address"),
-    (("--allow-remote",), "--allow-remote needs a token"),
-])
+@pytest.mark.parametrize(
+    "args, reason",
+    [
+        ((), "not a loopback address"),
+        (("--allow-remote",), "--allow-remote needs a token"),
+    ],
+)
 async def test_a_non_loopback_bind_is_refused_without_allow_remote_and_a_given_token(args, reason):
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sparkls", "serve", "--tcp", "0.0.0.0:1", *args,
-        env={**os.environ, "SPARKLS_TOKEN": ""}, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "sparkls",
+        "serve",
+        "--tcp",
+        "0.0.0.0:1",
+        *args,
+        env={**os.environ, "SPARKLS_TOKEN": ""},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(proc.communicate(), WAIT_S)
     assert proc.returncode == 2 and reason in err.decode(), err.decode()
 
@@ -262,20 +316,49 @@ async def test_over_the_network_the_client_cannot_choose_the_model_the_remote_se
         env = {"SPARKLS_OPENAI_API_KEY": "server-key"}
         async with server("tcp", "--openai-url", mine.url, env=env, cwd=tmp_path) as served:
             conn = await tcp(served.port)
-            request = initialize(token=TOKEN, engine="openai", openaiUrl=theirs.url, openaiApiKey="their-key",
-                                 modelPath="/etc/passwd", openaiModel="faulty")
-            request["params"]["workspaceFolders"] = [{"uri": Path("/etc").as_uri(), "name": "etc"},
-                                                     {"uri": inside.as_uri(), "name": "project"}]
+            request = initialize(
+                token=TOKEN,
+                engine="openai",
+                openaiUrl=theirs.url,
+                openaiApiKey="their-key",
+                modelPath="/etc/passwd",
+                openaiModel="faulty",
+            )
+            request["params"]["workspaceFolders"] = [
+                {"uri": Path("/etc").as_uri(), "name": "etc"},
+                {"uri": inside.as_uri(), "name": "project"},
+            ]
             conn.send(request)
             shown: list[str] = []
             while (msg := await conn.recv()) is not None and msg.get("id") != 1:
                 if msg.get("method") == "window/showMessage":
                     shown.append(msg["params"]["message"])
             conn.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
-            conn.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": {
-                "uri": (inside / "a.py").as_uri(), "languageId": "python", "version": 1, "text": "def f():\n    \n"}}})
-            conn.send({"jsonrpc": "2.0", "id": 2, "method": "textDocument/completion", "params": {
-                "textDocument": {"uri": (inside / "a.py").as_uri()}, "position": {"line": 1, "character": 4}}})
+            conn.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "textDocument/didOpen",
+                    "params": {
+                        "textDocument": {
+                            "uri": (inside / "a.py").as_uri(),
+                            "languageId": "python",
+                            "version": 1,
+                            "text": "def f():\n    \n",
+                        }
+                    },
+                }
+            )
+            conn.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "textDocument/completion",
+                    "params": {
+                        "textDocument": {"uri": (inside / "a.py").as_uri()},
+                        "position": {"line": 1, "character": 4},
+                    },
+                }
+            )
             while (msg := await conn.recv()) is not None and msg.get("id") != 2:
                 if msg.get("method") == "window/showMessage":
                     shown.append(msg["params"]["message"])
@@ -297,9 +380,15 @@ async def test_over_stdio_the_client_still_chooses_its_engine_url_and_folders(tm
         options = {"engine": "openai", "openaiUrl": theirs.url, "openaiModel": "faulty", "openaiApiKey": "k"}
         async with lsp(options=options, root=Path("/etc")) as (c, _):
             open_doc(c, "file:///w/a.py", "def f():\n    \n")
-            result = await asyncio.wait_for(c.text_document_completion_async(types.CompletionParams(
-                text_document=types.TextDocumentIdentifier(uri="file:///w/a.py"),
-                position=types.Position(line=1, character=4))), WAIT_S)
+            result = await asyncio.wait_for(
+                c.text_document_completion_async(
+                    types.CompletionParams(
+                        text_document=types.TextDocumentIdentifier(uri="file:///w/a.py"),
+                        position=types.Position(line=1, character=4),
+                    )
+                ),
+                WAIT_S,
+            )
             assert result is not None
             assert not [m for m in c.messages if "cannot be set" in m.message or "outside" in m.message]
         assert theirs.completions >= 1 and set(theirs.authorizations) == {"Bearer k"}

@@ -17,8 +17,15 @@ pytestmark = pytest.mark.vllm
 
 # The stages a vLLM start goes through, as `$/progress` reports them (read from vLLM's own log records in its
 # engine-core and worker processes), in this order; vLLM may add others between them.
-START_STAGES = ["importing vLLM", "reading the model config", "starting the engine core", "loading weights",
-                "compiling the model", "allocating the KV cache", "engine core ready"]
+START_STAGES = [
+    "importing vLLM",
+    "reading the model config",
+    "starting the engine core",
+    "loading weights",
+    "compiling the model",
+    "allocating the KV cache",
+    "engine core ready",
+]
 
 
 def in_order(expected: list[str], seen: list[str]) -> bool:
@@ -28,13 +35,21 @@ def in_order(expected: list[str], seen: list[str]) -> bool:
 
 async def test_vllm_start_reports_its_stages_answers_empty_meanwhile_then_serves_and_aborts_on_cancel(tiny_model):
     require("vllm", "the vllm engine")
-    opts = {"engine": "vllm", "modelPath": str(tiny_model), "vllmBlockSize": 32, "vllmKvCacheMb": 256,
-            "maxTokensMultiLine": 3000, "maxLines": 500, "engineStartWaitMs": 300}
+    opts = {
+        "engine": "vllm",
+        "modelPath": str(tiny_model),
+        "vllmBlockSize": 32,
+        "vllmKvCacheMb": 256,
+        "maxTokensMultiLine": 3000,
+        "maxLines": 500,
+        "engineStartWaitMs": 300,
+    }
     async with lsp(options=opts, env=VLLM_TEST_ENV) as (c, _):
         uri = "file:///w/early.py"
         open_doc(c, uri, "def f():\n    \n")
-        early = await asyncio.wait_for(c.text_document_inline_completion_async(
-            inline_params(uri, types.Position(line=1, character=4))), 60)
+        early = await asyncio.wait_for(
+            c.text_document_inline_completion_async(inline_params(uri, types.Position(line=1, character=4))), 60
+        )
         ended = any(getattr(r, "kind", "") == "end" for r in c.progress_reports.get("sparkls-engine-start", []))
         assert not early.items and not ended  # answered (empty) while vLLM was still starting, not held
         begin, *reports, end = await _progress(c, "sparkls-engine-start", 600)

@@ -44,8 +44,12 @@ EDITORS = Path(__file__).resolve().parent / "editors"
 CACHE = Path(os.environ.get("SPARKLS_E2E_CACHE", Path.home() / ".cache" / "sparkls-e2e"))
 SCREENSHOTS = os.environ.get("SPARKLS_SCREENSHOTS")  # where to copy the screenshots (the README's come from here)
 USER_SETTINGS = {  # a quiet UI; the extension itself keeps its defaults
-    "workbench.startupEditor": "none", "security.workspace.trust.enabled": False, "telemetry.telemetryLevel": "off",
-    "extensions.autoCheckUpdates": False, "extensions.autoUpdate": False, "update.mode": "none",
+    "workbench.startupEditor": "none",
+    "security.workspace.trust.enabled": False,
+    "telemetry.telemetryLevel": "off",
+    "extensions.autoCheckUpdates": False,
+    "extensions.autoUpdate": False,
+    "update.mode": "none",
     "workbench.tips.enabled": False,
     # No word list: on `retur` it opened with `return` and took the Tab, inserting `n` instead of the ghost text
     "editor.wordBasedSuggestions": "off",
@@ -88,8 +92,9 @@ def code_server() -> Path:
     need("chromium")
     need("rg")
     prefix = CACHE / "code-server-4.100.3"
-    subprocess.run([str(EDITORS / "install_code_server.sh"), str(prefix)], check=True, timeout=1500,
-                   capture_output=True)
+    subprocess.run(
+        [str(EDITORS / "install_code_server.sh"), str(prefix)], check=True, timeout=1500, capture_output=True
+    )
     return prefix / "node_modules" / ".bin" / "code-server"
 
 
@@ -102,14 +107,40 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_code_server(binary: Path, home: Path, data: Path, extensions: Path, folder: Path) -> Iterator[str]:
     port = free_port()
-    env = {**os.environ, "HOME": str(home), "SHELL": "/bin/bash", "XDG_CONFIG_HOME": str(home / ".config"),
-           "XDG_DATA_HOME": str(home / ".local/share"), "XDG_CACHE_HOME": str(home / ".cache")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "SHELL": "/bin/bash",
+        "XDG_CONFIG_HOME": str(home / ".config"),
+        "XDG_DATA_HOME": str(home / ".local/share"),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+    }
     log = open(home / "code-server.log", "w")  # noqa: SIM115 (closed below)
-    quiet = ["--disable-telemetry", "--disable-update-check", "--disable-workspace-trust",
-             "--disable-getting-started-override"]
-    proc = subprocess.Popen([str(binary), "--auth", "none", "--bind-addr", f"127.0.0.1:{port}", *quiet,
-                             "--extensions-dir", str(extensions), "--user-data-dir", str(data), str(folder)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    quiet = [
+        "--disable-telemetry",
+        "--disable-update-check",
+        "--disable-workspace-trust",
+        "--disable-getting-started-override",
+    ]
+    proc = subprocess.Popen(
+        [
+            str(binary),
+            "--auth",
+            "none",
+            "--bind-addr",
+            f"127.0.0.1:{port}",
+            *quiet,
+            "--extensions-dir",
+            str(extensions),
+            "--user-data-dir",
+            str(data),
+            str(folder),
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -125,8 +156,14 @@ def running_code_server(binary: Path, home: Path, data: Path, extensions: Path, 
         log.close()
 
 
-def run_vscode(tmp_path: Path, vsix: Path, code_server: Path, files: dict[str, str], scenario: str,
-               settings: dict[str, object] | None = None) -> dict:
+def run_vscode(
+    tmp_path: Path,
+    vsix: Path,
+    code_server: Path,
+    files: dict[str, str],
+    scenario: str,
+    settings: dict[str, object] | None = None,
+) -> dict:
     """Install the .vsix into a clean code-server, open `files` as the workspace, run one scenario of
     `editors/vscode.mjs` in headless Chromium; its result (screenshots copied to $SPARKLS_SCREENSHOTS)."""
     sparkls = shutil.which("sparkls") or str(Path(sys.executable).parent / "sparkls")
@@ -141,14 +178,34 @@ def run_vscode(tmp_path: Path, vsix: Path, code_server: Path, files: dict[str, s
     for name, text in files.items():
         (ws / name).write_text(text)
     env = {**os.environ, "HOME": str(home)}
-    subprocess.run([str(code_server), "--extensions-dir", str(exts), "--user-data-dir", str(data),
-                    "--install-extension", str(vsix)], env=env, check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [
+            str(code_server),
+            "--extensions-dir",
+            str(exts),
+            "--user-data-dir",
+            str(data),
+            "--install-extension",
+            str(vsix),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     port = (settings or {}).get("sparkls.metricsPort")
     with running_code_server(code_server, home, data, exts, ws) as url:
-        proc = subprocess.run(["node", str(EDITORS / "vscode.mjs"), url, str(ws), str(out), scenario],
-                              capture_output=True, text=True, timeout=900,
-                              env={**os.environ, "SPARKLS_VSCODE_TIMEOUT_MS": "180000",
-                                   **({"SPARKLS_METRICS_PORT": str(port)} if port else {})})
+        proc = subprocess.run(
+            ["node", str(EDITORS / "vscode.mjs"), url, str(ws), str(out), scenario],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            env={
+                **os.environ,
+                "SPARKLS_VSCODE_TIMEOUT_MS": "180000",
+                **({"SPARKLS_METRICS_PORT": str(port)} if port else {}),
+            },
+        )
     if SCREENSHOTS:
         for png in out.glob("*.png"):
             shutil.copy(png, Path(SCREENSHOTS) / png.name)
@@ -183,13 +240,20 @@ SHAPE_BODY = '''        self.name = name
 
 @pytest.mark.model
 def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_action_a_stopped_rewrite_tok_s(
-        tmp_path, extension, code_server):
+    tmp_path, extension, code_server
+):
     require("llama_cpp", "the embedded engine")
     # A class long enough that its rewrite is still streaming when the stop comes (a one-method class was
     # sometimes rewritten whole before it).
     files = {"calc.py": CALC.replace("        \n", SHAPE_BODY)}
-    r = run_vscode(tmp_path, extension["vsix"], code_server, files, "editing",  # default settings, metrics served
-                   {"sparkls.metricsPort": free_port()})
+    r = run_vscode(
+        tmp_path,
+        extension["vsix"],
+        code_server,
+        files,
+        "editing",  # default settings, metrics served
+        {"sparkls.metricsPort": free_port()},
+    )
     assert re.search(r"qwen2\.5-coder-0\.5b", r["status_ready"]), r["status_ready"]
     # the first keystroke was typed while the model loaded (the status bar said so), and got its ghost text
     assert "loading" in r["status_when_typed"] or r["status_when_typed"].strip() == "sparkls", r["status_when_typed"]
@@ -203,7 +267,7 @@ def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_ac
     cursor = typed.index("    retur\n") + len("    retur")
     after = r["file_after_tab"]
     assert after[:cursor] == typed[:cursor] and after.endswith(typed[cursor:]), after
-    inserted = after[cursor:len(after) - len(typed) + cursor]
+    inserted = after[cursor : len(after) - len(typed) + cursor]
     found = samples(r["metrics_after_tab"])
     assert total(found, "sparkls_offers_shown_total", source="model") >= 1
     assert total(found, "sparkls_offers_accepted_total", source="model") == 1
@@ -218,16 +282,23 @@ def test_vscode_ghost_text_for_a_keystroke_typed_while_the_model_loads_a_code_ac
     assert any("stopped" in m for m in r["stop_message"]), r["stop_message"]
 
 
-
 def test_vscode_shows_the_predicted_next_edit_and_tab_applies_it(tmp_path, extension, code_server):
     predicted = SERIES.replace("compute(", "compute_v2(")
     # The scripted engine predicts the rename once the prompt's diff shows the user's edit; asked on the first line
     # (the prompt's hunk removes it), it writes that line again and the two it renames.
-    script = {"": "", "+a = compute_v2(1)\n": "-b = compute(2)\n-c = compute(3)\n"
-              + "".join(f"+{x}\n" for x in predicted.splitlines())}
-    r = run_vscode(tmp_path, extension["vsix"], code_server, {"series.py": SERIES}, "next-edit",
-                   {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script),
-                    "sparkls.metricsPort": free_port()})
+    script = {
+        "": "",
+        "+a = compute_v2(1)\n": "-b = compute(2)\n-c = compute(3)\n"
+        + "".join(f"+{x}\n" for x in predicted.splitlines()),
+    }
+    r = run_vscode(
+        tmp_path,
+        extension["vsix"],
+        code_server,
+        {"series.py": SERIES},
+        "next-edit",
+        {"sparkls.engine": "fake", "sparkls.fakeResponse": json.dumps(script), "sparkls.metricsPort": free_port()},
+    )
     assert r["status_ready"].strip() == "fake (scripted)"
     assert r["after_typing"] == SERIES.replace("compute(1)", "compute_v2(1)")
     assert r["after_tab"] == predicted

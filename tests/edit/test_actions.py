@@ -9,7 +9,7 @@ STUBS = [
     ("python", "def f(x):\n    <|>pass\n"),
     ("python", 'def f(x):\n    """Doc."""\n    ...<|>\n'),
     ("python", "def f(x):\n    # TODO<|>\n    raise NotImplementedError\n"),
-    ("go", "package m\n\nfunc F(x int) int {\n\tpanic(\"TODO\")<|>\n}\n"),
+    ("go", 'package m\n\nfunc F(x int) int {\n\tpanic("TODO")<|>\n}\n'),
     ("rust", "fn f(x: i32) -> i32 {\n    todo!()<|>\n}\n"),
     ("typescript", "function f(x: number): number {\n  throw new Error('not implemented');<|>\n}\n"),
 ]

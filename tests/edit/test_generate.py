@@ -41,21 +41,28 @@ def test_a_rewrite_that_garbles_a_placeholder_is_not_applied():
 
 
 def test_a_rewrite_of_a_private_key_block_keeps_its_lines():
-    key = ('KEY = """-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\n'
-           'Z1BjP5CE/Wm/Rr500PRK+Lh9x5eJPo5CAZ3/ANBE0\n-----END RSA PRIVATE KEY-----"""\n')
+    key = (
+        'KEY = """-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\n'
+        'Z1BjP5CE/Wm/Rr500PRK+Lh9x5eJPo5CAZ3/ANBE0\n-----END RSA PRIVATE KEY-----"""\n'
+    )
     text = f"def client():\n    {key}    return Client(KEY)\n"
-    answer = ('def client():\n    KEY = """-----BEGIN RSA PRIVATE KEY-----\n<redacted-1>\n'
-              '-----END RSA PRIVATE KEY-----"""\n    return Client(KEY, retries=3)\n')
+    answer = (
+        'def client():\n    KEY = """-----BEGIN RSA PRIVATE KEY-----\n<redacted-1>\n'
+        '-----END RSA PRIVATE KEY-----"""\n    return Client(KEY, retries=3)\n'
+    )
     result, prompts = rewritten(answer, text=text)
     assert "MIIE" not in prompts[0] and result.text == text.replace("Client(KEY)", "Client(KEY, retries=3)")
 
 
-@pytest.mark.parametrize(("answer", "offered"), [
-    ('+key = "<redacted-1>"  # rotate yearly\n b = compute(2)\n', True),  # kept through its placeholder
-    (" b = compute(2)\n", False),  # the secret's line dropped
-    ('+key = "AKIA0000000000000000"\n b = compute(2)\n', False),  # changed
-    ('+key = "<redacted-2>"\n b = compute(2)\n', False),  # a placeholder the prompt did not have
-])
+@pytest.mark.parametrize(
+    ("answer", "offered"),
+    [
+        ('+key = "<redacted-1>"  # rotate yearly\n b = compute(2)\n', True),  # kept through its placeholder
+        (" b = compute(2)\n", False),  # the secret's line dropped
+        ('+key = "AKIA0000000000000000"\n b = compute(2)\n', False),  # changed
+        ('+key = "<redacted-2>"\n b = compute(2)\n', False),  # a placeholder the prompt did not have
+    ],
+)
 def test_a_predicted_next_edit_never_drops_or_changes_a_secret(answer, offered):
     import asyncio
 
@@ -73,10 +80,12 @@ def test_a_predicted_next_edit_never_drops_or_changes_a_secret(answer, offered):
         assert result.edits == []
 
 
-@pytest.mark.parametrize(("token_probability", "min_confidence", "offered"), [
-    (0.9, 0.5, True), (0.3, 0.5, False), (0.3, 0.0, True)])
-def test_a_prediction_the_model_is_unsure_of_is_held_back_by_the_confidence_gate(token_probability, min_confidence,
-                                                                                  offered):
+@pytest.mark.parametrize(
+    ("token_probability", "min_confidence", "offered"), [(0.9, 0.5, True), (0.3, 0.5, False), (0.3, 0.0, True)]
+)
+def test_a_prediction_the_model_is_unsure_of_is_held_back_by_the_confidence_gate(
+    token_probability, min_confidence, offered
+):
     import asyncio
     import math
 

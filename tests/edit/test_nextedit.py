@@ -46,9 +46,11 @@ def test_the_prompt_is_the_file_before_the_edits_then_their_diff_then_a_hunk_at_
     p = nextedit.render(doc, text.index("v5 = "), h, "m.py", above=60, below=60)
     head, rest = p.text.split("<|file_sep|>m.py.diff\n")
     assert head == "<|file_sep|>m.py\n" + CODE  # as it was before the edits the diff shows
-    assert rest == ("--- a/m.py\n+++ b/m.py\n@@ -4,1 +4,1 @@\n-v3 = compute(3)\n+v3 = compute_v2(3)\n"
-                    "@@ -5,1 +5,1 @@\n-v4 = compute(4)\n+v4 = compute_v2(4)\n"
-                    "@@ -4 +4 @@\n v3 = compute_v2(3)\n v4 = compute_v2(4)\n-v5 = compute(5)\n")
+    assert rest == (
+        "--- a/m.py\n+++ b/m.py\n@@ -4,1 +4,1 @@\n-v3 = compute(3)\n+v3 = compute_v2(3)\n"
+        "@@ -5,1 +5,1 @@\n-v4 = compute(4)\n+v4 = compute_v2(4)\n"
+        "@@ -4 +4 @@\n v3 = compute_v2(3)\n v4 = compute_v2(4)\n-v5 = compute(5)\n"
+    )
     assert p.removed == "-v5 = compute(5)\n"
 
 
@@ -87,14 +89,17 @@ def test_no_secret_reaches_the_prompt_and_an_answer_gets_it_back():
 LINES = "def f(a):\n    x = 1\n    y = 2\n    return x\n"
 
 
-@pytest.mark.parametrize(("answer", "first", "last", "added"), [
-    ("-    y = 2\n+    y = a\n     return x\n", 2, 3, ["    y = a\n"]),  # replaces the cursor's line
-    ("-    y = 2\n-    return x\n+    return a\n", 2, 4, ["    return a\n"]),  # and the line below
-    ("-    y = 2\n+    y = 2\n+    z = 3\n", 3, 3, ["    z = 3\n"]),  # inserts below it
-    ("-    y = 2\n+    w = 0\n+    y = 2\n", 2, 2, ["    w = 0\n"]),  # inserts above it
-    ("-    y = 2\n     return x\n", 2, 3, []),  # deletes it
-    ("-    y = 2\n@@ -9 +9 @@\n", 2, 3, []),  # deletes it (another hunk follows)
-])
+@pytest.mark.parametrize(
+    ("answer", "first", "last", "added"),
+    [
+        ("-    y = 2\n+    y = a\n     return x\n", 2, 3, ["    y = a\n"]),  # replaces the cursor's line
+        ("-    y = 2\n-    return x\n+    return a\n", 2, 4, ["    return a\n"]),  # and the line below
+        ("-    y = 2\n+    y = 2\n+    z = 3\n", 3, 3, ["    z = 3\n"]),  # inserts below it
+        ("-    y = 2\n+    w = 0\n+    y = 2\n", 2, 2, ["    w = 0\n"]),  # inserts above it
+        ("-    y = 2\n     return x\n", 2, 3, []),  # deletes it
+        ("-    y = 2\n@@ -9 +9 @@\n", 2, 3, []),  # deletes it (another hunk follows)
+    ],
+)
 def test_an_answer_is_the_lines_it_removes_and_adds(answer, first, last, added):
     doc = Document.open("file:///w/m.py", "python", 1, LINES)
     p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
@@ -103,10 +108,13 @@ def test_an_answer_is_the_lines_it_removes_and_adds(answer, first, last, added):
     assert got is not None and (got.first, got.last, got.added) == (first, last, added)
 
 
-@pytest.mark.parametrize("answer", [
-    "-    y = 2\n+    y = 2\n     return x\n",  # written again unchanged
-    "-    y = 2\n-    return y\n+    return a\n",  # removes a line the document does not have
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "-    y = 2\n+    y = 2\n     return x\n",  # written again unchanged
+        "-    y = 2\n-    return y\n+    return a\n",  # removes a line the document does not have
+    ],
+)
 def test_an_answer_that_changes_nothing_or_misquotes_the_file_is_no_prediction(answer):
     doc = Document.open("file:///w/m.py", "python", 1, LINES)
     p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
@@ -116,8 +124,9 @@ def test_an_answer_that_changes_nothing_or_misquotes_the_file_is_no_prediction(a
 def test_confidence_is_the_lowest_probability_on_the_added_lines_or_of_a_deletions_end():
     doc = Document.open("file:///w/m.py", "python", 1, LINES)
     p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
-    got = nextedit.parse(p, "-    y = 2\n+    y = a\n+    z = a\n     return x\n",
-                         [0.0, math.log(0.9), math.log(0.4), math.log(0.2)])
+    got = nextedit.parse(
+        p, "-    y = 2\n+    y = a\n+    z = a\n     return x\n", [0.0, math.log(0.9), math.log(0.4), math.log(0.2)]
+    )
     assert got is not None and got.confidence == pytest.approx(0.4)  # the line after the change is not counted
     got = nextedit.parse(p, "-    y = 2\n     return x\n", [0.0, math.log(0.3)])
     assert got is not None and got.added == [] and got.confidence == pytest.approx(0.3)

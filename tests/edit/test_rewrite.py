@@ -36,19 +36,18 @@ def test_reindent_restores_the_regions_indentation():
 
 
 def test_lines_the_model_echoed_from_outside_the_region_are_dropped():
-    before, region, after = "package m\n\nimport \"fmt\"\n\n", "func f() {\n\tx := 1\n}\n", "\nfunc g() {}\n"
-    answer = ["package m\n", "\n", "import \"fmt\"\n", "\n", "func f() {\n", "\tx := 2\n", "}\n", "\n", "func g() {}\n"]
+    before, region, after = 'package m\n\nimport "fmt"\n\n', "func f() {\n\tx := 1\n}\n", "\nfunc g() {}\n"
+    answer = ["package m\n", "\n", 'import "fmt"\n', "\n", "func f() {\n", "\tx := 2\n", "}\n", "\n", "func g() {}\n"]
     assert rewrite.trim_echo(answer, region, before, after) == ["func f() {\n", "\tx := 2\n", "}\n"]
     # A line the region itself holds is never dropped, even if it also appears outside.
     assert rewrite.trim_echo(["}\n"], "}\n", "}\n", "}\n") == ["}\n"]
 
 
-
-
 def test_the_rewrite_prompt_shows_a_numbered_placeholder_for_each_secret_in_the_region():
     doc = Document.open("file:///t.py", "python", 1, SECRET_FN)
-    p = rewrite.render(doc, SECRET_FN.index("def"), len(SECRET_FN),
-                       'use the token "ghp_16C7e42F292c6912E7710c838347Ae178B4a"')
+    p = rewrite.render(
+        doc, SECRET_FN.index("def"), len(SECRET_FN), 'use the token "ghp_16C7e42F292c6912E7710c838347Ae178B4a"'
+    )
     assert 'key = "<redacted-1>"' in p.text and "AKIA" not in p.text
     assert 'Instruction: use the token "<redacted>"' in p.text  # the instruction is redacted too
     assert p.secrets == (("<redacted-1>", "AKIAIOSFODNN7EXAMPLE"),) and "AKIAIOSFODNN7EXAMPLE" in p.region

@@ -13,7 +13,7 @@ from tests.engine_support import cancel_after, collect
 pytestmark = pytest.mark.model
 
 HEADER = "".join(f"def helper_{i}(x):\n    return x * {i} + {i * i}\n\n\n" for i in range(12))
-PREFIX = "<|fim_prefix|>" + HEADER + "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
+PREFIX = "<|fim_prefix|>" + HEADER + 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
 PROMPT = PREFIX + "    <|fim_suffix|>\n\nprint(fibonacci(10))\n<|fim_middle|>"
 
 
@@ -35,8 +35,10 @@ async def test_the_real_model_streams_a_sensible_middle(engine):
     assert "fibonacci" in text or "return" in text or "if" in text, text
 
 
-HEAL_PROMPT = ("<|fim_prefix|>class Parser:\n    @staticmethod\n    def parse(text):\n        return text.split()\n\n\n"
-               "def words(text):\n<|fim_suffix|>\n\n\nprint(words('a b'))\n<|fim_middle|>    return Parser.")
+HEAL_PROMPT = (
+    "<|fim_prefix|>class Parser:\n    @staticmethod\n    def parse(text):\n        return text.split()\n\n\n"
+    "def words(text):\n<|fim_suffix|>\n\n\nprint(words('a b'))\n<|fim_middle|>    return Parser."
+)
 
 
 async def test_a_prompt_cut_after_a_dot_is_healed_the_member_follows_without_the_dot(engine):
@@ -49,8 +51,10 @@ async def test_a_prompt_cut_after_a_dot_is_healed_the_member_follows_without_the
 
 
 async def test_a_prompt_cut_inside_a_word_is_healed_back_to_the_words_start(engine):
-    word = ("<|fim_prefix|>import math\n\n\ndef circumference(r):\n<|fim_suffix|>\n\n\nprint(circumference(2))\n"
-            "<|fim_middle|>    retur")
+    word = (
+        "<|fim_prefix|>import math\n\n\ndef circumference(r):\n<|fim_suffix|>\n\n\nprint(circumference(2))\n"
+        "<|fim_middle|>    retur"
+    )
     healed, _, _ = await collect(engine, GenerationRequest(word, max_tokens=8, heal=True))
     assert healed.startswith("n "), healed  # `return ...`, not `retur` continued as a word of its own
 
@@ -104,8 +108,9 @@ async def test_an_interactive_request_pauses_background_work_which_then_resumes_
 
     async def run_background():
         nonlocal got, bg_text
-        async for ev in engine.stream(GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND,
-                                                        id="bg-1")):
+        async for ev in engine.stream(
+            GenerationRequest(background, max_tokens=48, priority=Priority.BACKGROUND, id="bg-1")
+        ):
             if isinstance(ev, Delta):
                 got += 1
                 bg_text += ev.text
@@ -116,8 +121,9 @@ async def test_an_interactive_request_pauses_background_work_which_then_resumes_
         if got >= 4:
             break
         await asyncio.sleep(0.01)
-    _, interactive, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=8, priority=Priority.INTERACTIVE,
-                                                             id="ia-1"))
+    _, interactive, _ = await collect(
+        engine, GenerationRequest(PROMPT, max_tokens=8, priority=Priority.INTERACTIVE, id="ia-1")
+    )
     order.append("interactive")
     await bg
     assert order == ["interactive", "background"]
@@ -141,8 +147,11 @@ async def test_background_and_code_action_work_keep_the_interactive_prompts_kv_c
     assert st.reused_tokens >= st.prompt_tokens - 1, st  # and so is the background slot
 
 
-OTHER_FILE = ("<|fim_prefix|>" + "".join(f"class Thing{i}:\n    size = {i}\n\n\n" for i in range(20))
-              + "def area(w, h):\n<|fim_suffix|>\n<|fim_middle|>")
+OTHER_FILE = (
+    "<|fim_prefix|>"
+    + "".join(f"class Thing{i}:\n    size = {i}\n\n\n" for i in range(20))
+    + "def area(w, h):\n<|fim_suffix|>\n<|fim_middle|>"
+)
 
 
 async def test_a_prompt_for_another_file_saves_the_kv_state_and_going_back_loads_it_with_the_same_answer(engine):
@@ -158,8 +167,9 @@ async def test_a_prompt_for_another_file_saves_the_kv_state_and_going_back_loads
 
 async def test_a_warm_up_fills_the_interactive_sequence_without_output_and_the_keystroke_reuses_it(engine):
     place = PROMPT.replace("fibonacci", "lucas")
-    text, warm, _ = await collect(engine, GenerationRequest(place, max_tokens=1, priority=Priority.BACKGROUND,
-                                                            warm=True))
+    text, warm, _ = await collect(
+        engine, GenerationRequest(place, max_tokens=1, priority=Priority.BACKGROUND, warm=True)
+    )
     assert (text, warm.finish_reason, warm.decode_tokens) == ("", "warm", 0)
     typed = place.replace("<|fim_middle|>", "<|fim_middle|>    ")
     _, st, _ = await collect(engine, GenerationRequest(typed, max_tokens=2, priority=Priority.INTERACTIVE))
@@ -168,8 +178,11 @@ async def test_a_warm_up_fills_the_interactive_sequence_without_output_and_the_k
 
 async def test_a_request_that_arrives_drops_a_running_warm_up(engine):
     long_place = "<|fim_prefix|>" + HEADER * 8 + "def tail(n):\n<|fim_suffix|>\n<|fim_middle|>"
-    warm_task = asyncio.create_task(collect(engine, GenerationRequest(
-        long_place, max_tokens=1, priority=Priority.BACKGROUND, warm=True, id="warm-long")))
+    warm_task = asyncio.create_task(
+        collect(
+            engine, GenerationRequest(long_place, max_tokens=1, priority=Priority.BACKGROUND, warm=True, id="warm-long")
+        )
+    )
     for _ in range(3000):  # until the worker has taken it (about 2,000 tokens to prefill: seconds)
         if "warm-long" in engine._cancels and engine._sched.waiting() == 0:  # submitted, and taken
             break

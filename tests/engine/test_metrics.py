@@ -7,10 +7,11 @@ from sparkls.engine.metrics import Recorder, percentile, summarize, summary_line
 
 
 def test_metrics_are_summarized_per_request_class():
-    done = [("a", GenerationStats(prompt_tokens=100, reused_tokens=90, ttft_ms=10, decode_tokens=10, decode_ms=100)),
-            ("b", GenerationStats(prompt_tokens=100, reused_tokens=70, ttft_ms=30, decode_tokens=20, decode_ms=100)),
-            ("c", GenerationStats(prompt_tokens=50, finish_reason="abort", priority=Priority.BACKGROUND,
-                                  preemptions=3))]
+    done = [
+        ("a", GenerationStats(prompt_tokens=100, reused_tokens=90, ttft_ms=10, decode_tokens=10, decode_ms=100)),
+        ("b", GenerationStats(prompt_tokens=100, reused_tokens=70, ttft_ms=30, decode_tokens=20, decode_ms=100)),
+        ("c", GenerationStats(prompt_tokens=50, finish_reason="abort", priority=Priority.BACKGROUND, preemptions=3)),
+    ]
     s = summarize(done)
     assert s["interactive"]["requests"] == 2 and s["interactive"]["cache_hit_rate"] == 0.8
     assert s["interactive"]["ttft_ms_p50"] == 10 and s["interactive"]["decode_tps_p50"] == 100

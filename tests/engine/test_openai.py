@@ -60,9 +60,15 @@ async def test_requests_stream_over_one_persistent_connection_and_hit_the_prefix
     engine = make(f"http://127.0.0.1:{proxy.port}/v1")
     try:
         before = proxy.connections
-        results = [(await collect(engine, GenerationRequest(prompt(f"t{i % 2}"), max_tokens=8,
-                                                           priority=Priority.BACKGROUND if i % 2 else 0)))[:2]
-                   for i in range(6)]
+        results = [
+            (
+                await collect(
+                    engine,
+                    GenerationRequest(prompt(f"t{i % 2}"), max_tokens=8, priority=Priority.BACKGROUND if i % 2 else 0),
+                )
+            )[:2]
+            for i in range(6)
+        ]
         assert proxy.connections - before == 1  # model discovery and six completions: one TCP connection
         for text, stats in results:
             assert text == "!" * 8 and stats.decode_tokens == 8 and stats.finish_reason == "length"
@@ -130,7 +136,9 @@ async def test_an_unreachable_server_is_retried_with_backoff_then_reported(caplo
     finally:
         await engine.close()
     assert [r.message.split("; ")[1] for r in caplog.records if "retry" in r.message] == [
-        "retry 1/2 in 0.05s", "retry 2/2 in 0.10s"]
+        "retry 1/2 in 0.05s",
+        "retry 2/2 in 0.10s",
+    ]
     assert time.perf_counter() - t0 >= 0.15
 
 
@@ -153,8 +161,7 @@ async def test_the_api_key_is_sent_never_logged_and_a_wrong_one_is_a_clear_error
 
 @vllm_test
 async def test_openai_engine_serves_completion_through_the_lsp_and_aborts_on_cancel(server):
-    opts = {"engine": "openai", "openaiUrl": server, "openaiApiKey": KEY, "maxTokensMultiLine": 1800,
-            "maxLines": 500}
+    opts = {"engine": "openai", "openaiUrl": server, "openaiApiKey": KEY, "maxTokensMultiLine": 1800, "maxLines": 500}
     async with lsp(options=opts) as (c, _):
         await engine_cases.inline_and_classic_completion_are_served(c, "openai")
         await engine_cases.cancel_request_aborts_the_engine(c, "openai", 1800)
@@ -169,18 +176,23 @@ async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog
     async def handle(reader, writer):
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
-            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
-                              if ln.lower().startswith(b"content-length")))
+            length = int(
+                next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
+            )
             body = json.loads(await reader.readexactly(length))
             bodies.append(body)
             if "priority" in body:
                 msg = b'{"error": {"message": "Unrecognized request argument supplied: priority"}}'
-                writer.write(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n%s" % (len(msg), msg))
+                writer.write(
+                    b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(msg), msg)
+                )
             else:
                 sse = b'data: {"choices": [{"text": "ok", "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(sse), sse))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(sse), sse)
+                )
             await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -196,7 +208,8 @@ async def test_a_server_that_rejects_priority_gets_none_after_one_warning(caplog
     assert first == second == "ok"
     assert ["priority" in b for b in bodies] == [True, False, False]
     assert [r.message for r in caplog.records if r.message.startswith("the server")] == [
-        "the server rejects request priorities (start it with --scheduling-policy priority); sending none from now on"]
+        "the server rejects request priorities (start it with --scheduling-policy priority); sending none from now on"
+    ]
 
 
 @vllm_test
@@ -208,17 +221,22 @@ async def test_a_server_without_vllms_tokenize_is_asked_once_and_keeps_string_st
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             path = head.split(b" ", 2)[1].decode()
-            length = int(next(ln.split(b":")[1] for ln in head.split(b"\r\n")
-                              if ln.lower().startswith(b"content-length")))
+            length = int(
+                next(ln.split(b":")[1] for ln in head.split(b"\r\n") if ln.lower().startswith(b"content-length"))
+            )
             seen.append((path, json.loads(await reader.readexactly(length))))
             if path.endswith("/completions"):
                 out = b'data: {"choices": [{"text": "ok", "finish_reason": "stop"}]}\n\ndata: [DONE]\n\n'
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
-                             % (len(out), out))
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                    % (len(out), out)
+                )
             else:
                 out = b'{"detail": "Not Found"}'
-                writer.write(b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
-                             b"Content-Length: %d\r\n\r\n%s" % (len(out), out))
+                writer.write(
+                    b"HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: %d\r\n\r\n%s" % (len(out), out)
+                )
             await writer.drain()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -264,14 +282,23 @@ async def test_an_answer_stopped_with_abort_mid_stream_finishes_cleanly_not_as_a
 
 # ---- without a server: the stream's and the metrics' parsing ------------------------------------------------
 
+
 def test_sse_payloads_stop_at_done():
-    lines = [": keep-alive", 'data: {"choices": [{"text": "a"}]}', "", 'data: {"choices": [{"text": "b"}]}',
-             "data: [DONE]", 'data: {"never": 1}']
+    lines = [
+        ": keep-alive",
+        'data: {"choices": [{"text": "a"}]}',
+        "",
+        'data: {"choices": [{"text": "b"}]}',
+        "data: [DONE]",
+        'data: {"never": 1}',
+    ]
     assert [p["choices"][0]["text"] for p in parse_sse(lines)] == ["a", "b"]
 
 
 def test_prometheus_counters_are_summed_over_label_sets():
-    text = ('# HELP x\nvllm:prefix_cache_hits_total{engine="0",model_name="m"} 96.0\n'
-            'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\nvllm:num_requests_running{e="0"} 2.0\n'
-            "other 7\n")
+    text = (
+        '# HELP x\nvllm:prefix_cache_hits_total{engine="0",model_name="m"} 96.0\n'
+        'vllm:prefix_cache_hits_total{engine="1",model_name="m"} 4.0\nvllm:num_requests_running{e="0"} 2.0\n'
+        "other 7\n"
+    )
     assert parse_prometheus(text) == {"prefix_cache_hits": 100.0, "running": 2.0}

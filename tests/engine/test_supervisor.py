@@ -75,8 +75,12 @@ def _forget_built():
 
 def supervised(options: SupervisorOptions = FAST) -> tuple[SupervisedEngine, list[tuple[str, str]]]:
     told: list[tuple[str, str]] = []
-    engine = SupervisedEngine(ScriptedEngine, options, on_outage=lambda m: told.append(("outage", m)),
-                              on_recovered=lambda m: told.append(("recovered", m)))
+    engine = SupervisedEngine(
+        ScriptedEngine,
+        options,
+        on_outage=lambda m: told.append(("outage", m)),
+        on_recovered=lambda m: told.append(("recovered", m)),
+    )
     return engine, told
 
 
@@ -107,8 +111,12 @@ async def test_repeated_failures_take_the_engine_down_once_then_it_restarts_and_
             await collect(engine, GenerationRequest("p"))
     assert first.calls == calls == 3
     assert [kind for kind, _ in told] == ["outage"] and "scripted failure" in told[0][1]
-    await until(lambda: engine.restarts == 1 and current(engine) is not first and engine.fault() is None
-                and engine.down is None, 5)
+    await until(
+        lambda: (
+            engine.restarts == 1 and current(engine) is not first and engine.fault() is None and engine.down is None
+        ),
+        5,
+    )
     assert [kind for kind, _ in told] == ["outage"]  # rebuilt, but not back until a request is served
     text, _, _ = await collect(engine, GenerationRequest("p"))
     assert text == "ok" and first.closed
@@ -121,8 +129,12 @@ async def take_down(engine: SupervisedEngine) -> ScriptedEngine:
     for _ in range(3):
         with pytest.raises(EngineError):
             await collect(engine, GenerationRequest("p"))
-    await until(lambda: engine.restarts >= 1 and current(engine) is not broken and engine.fault() is None
-                and engine.down is None, 5)
+    await until(
+        lambda: (
+            engine.restarts >= 1 and current(engine) is not broken and engine.fault() is None and engine.down is None
+        ),
+        5,
+    )
     return current(engine)
 
 
@@ -257,7 +269,6 @@ async def test_the_record_spans_restarts():
     await collect(engine, GenerationRequest("p", id="after"))
     assert [rid for rid, _ in engine.completed] == ["before", "after"]
     assert isinstance(engine.completed[0][1], GenerationStats)
-
 
 
 class SlowStart(ScriptedEngine):

@@ -144,8 +144,7 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
 async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tiny_cycle_model, cycling):
     # The cycle model writes `!"#$%...~` over and over; a prompt that holds that text lets prompt lookup draft
     # the tokens the model will write (where the tokenizer split the prompt's text as the model writes it).
-    rewrite = GenerationRequest("<|fim_prefix|>x = '" + CYCLE * 3 + "'\n<|fim_suffix|><|fim_middle|>",
-                                max_tokens=120)
+    rewrite = GenerationRequest("<|fim_prefix|>x = '" + CYCLE * 3 + "'\n<|fim_suffix|><|fim_middle|>", max_tokens=120)
     plain, _, _ = await collect(cycling, rewrite)
     assert plain == (CYCLE * 2)[:120]  # the text varies, so equal texts below mean equal tokens
     spec = make_engine(tiny_cycle_model, speculation="ngram", speculative_tokens=4)
@@ -173,8 +172,9 @@ async def run_under_load(engine):
         stats[name] = st
         order.append(name)
 
-    await asyncio.gather(*(one(f"bg{i}", Priority.BACKGROUND, 200, 0) for i in range(6)),
-                         one("ia", Priority.INTERACTIVE, 100, 0.05))
+    await asyncio.gather(
+        *(one(f"bg{i}", Priority.BACKGROUND, 200, 0) for i in range(6)), one("ia", Priority.INTERACTIVE, 100, 0.05)
+    )
     return order, stats
 
 
@@ -183,8 +183,13 @@ async def run_under_load(engine):
 async def test_with_a_small_kv_cache_interactive_requests_preempt_background_ones(tiny_model, priority):
     # 16 blocks of 32 tokens: six 200-token generations cannot all fit, so vLLM must preempt.
     # vLLM's own preemption: sparkls' pausing (which would keep background work out of vLLM) is off.
-    small = make_engine(tiny_model, priority_scheduling=priority, max_model_len=256, pause_lower=False,
-                        extra_args={"num_gpu_blocks_override": 16})
+    small = make_engine(
+        tiny_model,
+        priority_scheduling=priority,
+        max_model_len=256,
+        pause_lower=False,
+        extra_args={"num_gpu_blocks_override": 16},
+    )
     try:
         await small.ready()
         order, stats = await run_under_load(small)
@@ -221,8 +226,12 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
     # arrives for them); afterwards each resumes from its tokens, with prefix-cache hits, and ends with
     # the text it gets when nothing interrupts it.
     def bg(i: int) -> GenerationRequest:  # each starts at another place of the model's cycle
-        return GenerationRequest(prompt(f"pause {i} {uuid.uuid4().hex}") + CYCLE[20 * i], max_tokens=150,
-                                 priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
+        return GenerationRequest(
+            prompt(f"pause {i} {uuid.uuid4().hex}") + CYCLE[20 * i],
+            max_tokens=150,
+            priority=Priority.BACKGROUND,
+            id=f"bg-{uuid.uuid4().hex}",
+        )
 
     requests = [bg(i) for i in range(3)]
     alone = [(await collect(cycling, GenerationRequest(r.prompt, max_tokens=150)))[0] for r in requests]
@@ -261,8 +270,12 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
 
 @vllm_test
 async def test_an_aborted_paused_request_ends_at_once(engine):
-    req = GenerationRequest(prompt(f"abort paused {uuid.uuid4().hex}"), max_tokens=400,
-                            priority=Priority.BACKGROUND, id=f"bg-{uuid.uuid4().hex}")
+    req = GenerationRequest(
+        prompt(f"abort paused {uuid.uuid4().hex}"),
+        max_tokens=400,
+        priority=Priority.BACKGROUND,
+        id=f"bg-{uuid.uuid4().hex}",
+    )
     got: list[Event] = []
     pauses = engine.counters["pauses"]
 
@@ -287,9 +300,19 @@ async def test_an_aborted_paused_request_ends_at_once(engine):
 
 # ---- without vLLM: the engine's arguments -------------------------------------------------------------------
 
+
 def test_vllm_engine_args_follow_the_options():
-    args = engine_args(VllmOptions(model="m", block_size=32, speculation="ngram", speculative_tokens=3,
-                                   priority_scheduling=False, extra_args={"seed": 1}), on_cpu=True)
+    args = engine_args(
+        VllmOptions(
+            model="m",
+            block_size=32,
+            speculation="ngram",
+            speculative_tokens=3,
+            priority_scheduling=False,
+            extra_args={"seed": 1},
+        ),
+        on_cpu=True,
+    )
     assert args["enable_prefix_caching"] and args["scheduling_policy"] == "fcfs" and args["block_size"] == 32
     assert args["kv_cache_memory_bytes"] == CPU_KV_CACHE_MB * 2**20 and args["seed"] == 1
     assert args["speculative_config"]["method"] == "ngram" and args["speculative_config"]["num_speculative_tokens"] == 3

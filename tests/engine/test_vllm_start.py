@@ -13,29 +13,38 @@ import logging.config
 from sparkls.engine.vllm_start import CACHE_BROKEN, CACHE_HIT, CACHE_MISS, StageLog, logging_config, stage_of
 
 CPU_START = [  # (vLLM's message, the stage it starts or None)
-    ("Initializing a V1 LLM engine (v0.32.0) with config: model='/tmp/tiny', enable_prefix_caching=True, "
-     "compilation_config={'mode': 'torch.compile'}", "starting the engine core"),
+    (
+        "Initializing a V1 LLM engine (v0.32.0) with config: model='/tmp/tiny', enable_prefix_caching=True, "
+        "compilation_config={'mode': 'torch.compile'}",
+        "starting the engine core",
+    ),
     ("OpenMP thread binding info: ", None),
     ("Starting to load model /tmp/tiny...", "loading weights"),
     ("Loading weights took 0.01 seconds", "loading weights"),
     ("Using LBHNC KV cache layout.", None),
     ("Warming up model for the compilation...", "compiling the model"),
-    ("[backbone] Compiling model again due to a load failure from /root/.cache/vllm/torch_compile_cache/x/model, "
-     "reason: 'function' object has no attribute 'finalize_loading'",
-     "compiling the model (its compile cache did not load)"),
+    (
+        "[backbone] Compiling model again due to a load failure from /root/.cache/vllm/torch_compile_cache/x/model, "
+        "reason: 'function' object has no attribute 'finalize_loading'",
+        "compiling the model (its compile cache did not load)",
+    ),
     ("[backbone] saved AOT compiled function to /root/.cache/vllm/torch_compile_cache/x/model", None),
     ("Explicitly set (0.25/11.34) GiB for KV cache on node 0.", "allocating the KV cache"),
-    ("CPU KV cache size: 524,288 tokens, Maximum concurrency for 4,096 tokens per request: 128.00x",
-     "allocating the KV cache"),
+    (
+        "CPU KV cache size: 524,288 tokens, Maximum concurrency for 4,096 tokens per request: 128.00x",
+        "allocating the KV cache",
+    ),
     ("init engine (profile, create kv cache, warmup model) took 8.07 s", "engine core ready"),
 ]
 
 VLLM_LIKE_DEFAULT = {  # the shape of vllm.logger.DEFAULT_LOGGING_CONFIG (its formatter left out: vLLM's class)
     "formatters": {"vllm": {"format": "%(levelname)s %(message)s", "log_level": "INFO"}},
-    "handlers": {"vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": "INFO",
-                          "stream": "ext://sys.stdout"}},
+    "handlers": {
+        "vllm": {"class": "logging.StreamHandler", "formatter": "vllm", "level": "INFO", "stream": "ext://sys.stdout"}
+    },
     "loggers": {"vllm": {"handlers": ["vllm"], "level": "INFO", "propagate": False}},
-    "version": 1, "disable_existing_loggers": False,
+    "version": 1,
+    "disable_existing_loggers": False,
 }
 
 
@@ -62,9 +71,14 @@ def test_the_handler_vllm_builds_records_stages_while_its_console_keeps_the_user
         for message, _ in CPU_START[6:]:
             logger.warning(message) if "load failure" in message else logger.info(message)
         assert log.poll() == "engine core ready"
-        assert [s for _, s in log.stages] == ["starting the engine core", "loading weights", "compiling the model",
-                                              "compiling the model (its compile cache did not load)",
-                                              "allocating the KV cache", "engine core ready"]
+        assert [s for _, s in log.stages] == [
+            "starting the engine core",
+            "loading weights",
+            "compiling the model",
+            "compiling the model (its compile cache did not load)",
+            "allocating the KV cache",
+            "engine core ready",
+        ]
         assert log.compile_cache == CACHE_BROKEN  # the later "saved" does not hide the failed load
         assert console.getvalue().count("\n") == 1 and "load failure" in console.getvalue()  # WARNING only
         assert len(stages_file.read_text().splitlines()) == 9  # the two lines that mark nothing are not kept
@@ -80,8 +94,12 @@ def test_a_line_still_being_written_is_read_once_complete_and_the_cache_outcome_
     line = json.dumps({"t": log.started + 1, "pid": 1, "message": "Starting to load model m"}) + "\n"
     path.write_text(line[:20])
     assert log.poll() == "starting"
-    path.write_text(line + "not json\n" + json.dumps({"t": log.started + 2, "message": "Directly load AOT "
-                                                       "compilation from path /c/model"}) + "\n")
+    path.write_text(
+        line
+        + "not json\n"
+        + json.dumps({"t": log.started + 2, "message": "Directly load AOT compilation from path /c/model"})
+        + "\n"
+    )
     assert log.poll() == "compiled model loaded from the cache"
     assert log.compile_cache == CACHE_HIT
     assert [round(t) for t, _ in log.stages] == [1, 2]

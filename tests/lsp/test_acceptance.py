@@ -95,12 +95,15 @@ def test_the_rates_divide_by_shown_and_by_offered_and_are_none_with_nothing_to_d
     assert (c.rate_of_shown, c.rate_of_offered) == (0.5, 0.25)
 
 
-@pytest.mark.parametrize(("call", "message"), [
-    (lambda ledger: ledger.reported("s1", "clicked"), "unknown event 'clicked'"),
-    (lambda ledger: ledger.reported("s1", "partial"), "a partial event needs acceptedChars"),
-    (lambda ledger: ledger.reported("s1", "partial", -1), "a partial event needs acceptedChars"),
-    (lambda ledger: ledger.offered("s2", "guess", 1), "unknown offer source 'guess'"),
-])
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ledger: ledger.reported("s1", "clicked"), "unknown event 'clicked'"),
+        (lambda ledger: ledger.reported("s1", "partial"), "a partial event needs acceptedChars"),
+        (lambda ledger: ledger.reported("s1", "partial", -1), "a partial event needs acceptedChars"),
+        (lambda ledger: ledger.offered("s2", "guess", 1), "unknown offer source 'guess'"),
+    ],
+)
 def test_an_unknown_event_or_source_or_a_partial_without_characters_is_a_clear_error(call, message):
     ledger = AcceptanceLedger()
     ledger.offered("s1", "model", 3)

@@ -24,8 +24,15 @@ def test_loopback_binds_and_host_headers():
     assert not any(map(is_loopback, ["0.0.0.0", "::", "192.168.1.4", "example.com", "localhost.evil.example"]))
     assert host_header_ok("127.0.0.1:8765", 8765) and host_header_ok("LOCALHOST:8765", 8765)
     assert host_header_ok("[::1]:8765", 8765)
-    for bad in ("evil.example:8765", "127.0.0.1:80", "127.0.0.1", "localhost.evil.example:8765", "", None,
-                "127.0.0.1:8765@evil"):
+    for bad in (
+        "evil.example:8765",
+        "127.0.0.1:80",
+        "127.0.0.1",
+        "localhost.evil.example:8765",
+        "",
+        None,
+        "127.0.0.1:8765@evil",
+    ):
         assert not host_header_ok(bad, 8765), bad
 
 
@@ -80,7 +87,9 @@ def test_the_guard_refuses_settings_that_reach_outside_and_puts_the_servers_own_
     assert guard.settings({"modelPath": ""}) == ({"openaiUrl": "http://127.0.0.1:1/v1"}, [])  # empty: nothing asked
     over_stdio = Guard((), {"openaiUrl": "http://127.0.0.1:1/v1"}, network=False)
     assert over_stdio.settings({"modelPath": "/m.gguf", "openaiUrl": "x"}) == (
-        {"modelPath": "/m.gguf", "openaiUrl": "http://127.0.0.1:1/v1"}, [])
+        {"modelPath": "/m.gguf", "openaiUrl": "http://127.0.0.1:1/v1"},
+        [],
+    )
 
 
 def test_the_guard_keeps_folders_inside_its_roots_even_through_a_link(tmp_path):

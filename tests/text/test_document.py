@@ -17,9 +17,16 @@ def test_an_edit_returns_a_new_snapshot_and_keeps_the_old_one():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 200), st.integers(0, 20),
-                          st.sampled_from(["", "x", "(", ")", ":\n    ", "\n", "漢😀", "def h():\n  pass\n"])),
-                max_size=8))
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 200),
+            st.integers(0, 20),
+            st.sampled_from(["", "x", "(", ")", ":\n    ", "\n", "漢😀", "def h():\n  pass\n"]),
+        ),
+        max_size=8,
+    )
+)
 def test_incremental_parsing_equals_a_fresh_parse_after_any_edits(edits):
     doc = Document.open("file:///a.py", "python", 1, SRC)
     for i, (start, length, text) in enumerate(edits):

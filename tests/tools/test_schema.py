@@ -20,8 +20,9 @@ def test_the_extension_configuration_is_generated_from_the_current_settings():
 
 
 def test_every_setting_in_sparkls_schema_is_offered_in_vscode_with_the_same_default_and_limits():
-    schema = json.loads(subprocess.run([sys.executable, "-m", "sparkls", "schema"], capture_output=True, text=True,
-                                       check=True).stdout)
+    schema = json.loads(
+        subprocess.run([sys.executable, "-m", "sparkls", "schema"], capture_output=True, text=True, check=True).stdout
+    )
     sections = json.loads(PACKAGE.read_text())["contributes"]["configuration"]
     offered = {k: v for s in sections for k, v in s["properties"].items()}
     for key, prop in schema["properties"].items():

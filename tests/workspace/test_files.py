@@ -11,9 +11,22 @@ from sparkls.workspace.files import DEFAULT_EXCLUDES, WorkspaceIndex, excluded, 
 from tests.workspace_support import write
 
 
-@pytest.mark.parametrize("path", [".env", ".env.local", "config/secrets.json", "keys/id_rsa", "a/.git/config",
-                                  "server.pem", "deploy/prod.key", "node_modules/x/index.js", "home/.ssh/config",
-                                  "certs/client.p12", "CREDENTIALS.json"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        ".env",
+        ".env.local",
+        "config/secrets.json",
+        "keys/id_rsa",
+        "a/.git/config",
+        "server.pem",
+        "deploy/prod.key",
+        "node_modules/x/index.js",
+        "home/.ssh/config",
+        "certs/client.p12",
+        "CREDENTIALS.json",
+    ],
+)
 def test_secret_and_vendored_paths_are_excluded(path):
     assert excluded(path, DEFAULT_EXCLUDES)
 
@@ -28,11 +41,17 @@ def test_a_glob_with_a_slash_matches_the_whole_relative_path_only():
     assert not excluded("app/config/local.yaml", ["config/*.yaml"])
 
 
-@pytest.mark.parametrize(("path", "glob"), [
-    ("config/local.yaml", "**/config/*.yaml"), ("app/config/local.yaml", "**/config/*.yaml"),
-    (".env.prod", "**/.env.*"), ("src/gen.py", "src/**/gen.py"), ("src/a/b/gen.py", "src/**/gen.py"),
-    ("node_modules/x/index.js", "**/node_modules/"),
-])
+@pytest.mark.parametrize(
+    ("path", "glob"),
+    [
+        ("config/local.yaml", "**/config/*.yaml"),
+        ("app/config/local.yaml", "**/config/*.yaml"),
+        (".env.prod", "**/.env.*"),
+        ("src/gen.py", "src/**/gen.py"),
+        ("src/a/b/gen.py", "src/**/gen.py"),
+        ("node_modules/x/index.js", "**/node_modules/"),
+    ],
+)
 def test_a_double_star_folder_also_matches_no_folder_as_in_gitignore(path, glob):
     assert excluded(path, [glob])
 
@@ -53,7 +72,12 @@ def test_binary_oversize_and_excluded_files_are_refused(tmp_path):
     write(tmp_path, {".env": "KEY=1\n", "small.py": "y = 2\n"})
     index = WorkspaceIndex([tmp_path], max_file_bytes=200)
     assert [index.read(tmp_path / n) for n in ("blob.py", "big.py", ".env", "missing.py", "small.py")] == [
-        None, None, None, None, "y = 2\n"]
+        None,
+        None,
+        None,
+        None,
+        "y = 2\n",
+    ]
 
 
 def test_a_changed_file_is_read_again(tmp_path):

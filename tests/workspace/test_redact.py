@@ -21,38 +21,70 @@ KEY_BLOCK = f"-----BEGIN RSA PRIVATE KEY-----\n{BODY}-----END RSA PRIVATE KEY---
 SECRETS = [
     ("an AWS access key id", f'aws = "{AWS}"', 'aws = "<redacted>"'),
     ("a temporary AWS key id", "ASIAY34FZKBOKMUTVV7A in a comment", "<redacted> in a comment"),
-    ("a private key block, its markers kept", f"x = 1\n{KEY_BLOCK}y = 2\n",
-     "x = 1\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>\n-----END RSA PRIVATE KEY-----\ny = 2\n"),
-    ("a private key written as concatenated string literals",
-     'KEY = (\n    "-----BEGIN PRIVATE KEY-----\\n"\n    "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\\n"\n'
-     '    "-----END PRIVATE KEY-----\\n"\n)\n',
-     'KEY = (\n    "-----BEGIN PRIVATE KEY-----<redacted>-----END PRIVATE KEY-----\\n"\n)\n'),
-    ("a private key block cut off after its BEGIN line", f"x = 1\n{KEY_BLOCK[:80]}",
-     "x = 1\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>"),
-    ("a private key block cut off before its END line", f"{KEY_BLOCK[40:]}def f():\n    pass\n",
-     "<redacted>\n-----END RSA PRIVATE KEY-----\ndef f():\n    pass\n"),
-    ("an OpenSSH private key", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
-     "-----END OPENSSH PRIVATE KEY-----",
-     "-----BEGIN OPENSSH PRIVATE KEY-----\n<redacted>\n-----END OPENSSH PRIVATE KEY-----"),
-    ("an Authorization header's bearer token", 'h = {"Authorization": "Bearer abc123def456"}',
-     'h = {"Authorization": "Bearer <redacted>"}'),
-    ("an Authorization header's basic credentials", "Authorization: Basic dXNlcjpwYXNzd29yZA==",
-     "Authorization: Basic <redacted>"),
-    ("a long bearer token without a header", "curl -H 'bearer 9f8e7d6c5b4a39281706f5e4'",
-     "curl -H 'bearer <redacted>'"),
+    (
+        "a private key block, its markers kept",
+        f"x = 1\n{KEY_BLOCK}y = 2\n",
+        "x = 1\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>\n-----END RSA PRIVATE KEY-----\ny = 2\n",
+    ),
+    (
+        "a private key written as concatenated string literals",
+        'KEY = (\n    "-----BEGIN PRIVATE KEY-----\\n"\n    "MIIEpAIBAAKCAQEA3Tz2mr7SZiAMfQyuvBjM9Oi\\n"\n'
+        '    "-----END PRIVATE KEY-----\\n"\n)\n',
+        'KEY = (\n    "-----BEGIN PRIVATE KEY-----<redacted>-----END PRIVATE KEY-----\\n"\n)\n',
+    ),
+    (
+        "a private key block cut off after its BEGIN line",
+        f"x = 1\n{KEY_BLOCK[:80]}",
+        "x = 1\n-----BEGIN RSA PRIVATE KEY-----\n<redacted>",
+    ),
+    (
+        "a private key block cut off before its END line",
+        f"{KEY_BLOCK[40:]}def f():\n    pass\n",
+        "<redacted>\n-----END RSA PRIVATE KEY-----\ndef f():\n    pass\n",
+    ),
+    (
+        "an OpenSSH private key",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ\n"
+        "-----END OPENSSH PRIVATE KEY-----",
+        "-----BEGIN OPENSSH PRIVATE KEY-----\n<redacted>\n-----END OPENSSH PRIVATE KEY-----",
+    ),
+    (
+        "an Authorization header's bearer token",
+        'h = {"Authorization": "Bearer abc123def456"}',
+        'h = {"Authorization": "Bearer <redacted>"}',
+    ),
+    (
+        "an Authorization header's basic credentials",
+        "Authorization: Basic dXNlcjpwYXNzd29yZA==",
+        "Authorization: Basic <redacted>",
+    ),
+    (
+        "a long bearer token without a header",
+        "curl -H 'bearer 9f8e7d6c5b4a39281706f5e4'",
+        "curl -H 'bearer <redacted>'",
+    ),
     ("a GitHub token", f'GH = "{GITHUB}"', 'GH = "<redacted>"'),
     ("a fine-grained GitHub token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz", "<redacted>"),
     ("a GitLab token", "token: glpat-Ab3dEf6hIj9kLm2nOp5q", "token: <redacted>"),
     ("a Slack token", "SLACK = 'xoxb-1234567890-abcdefghij'", "SLACK = '<redacted>'"),
     ("a Stripe secret key", 'stripe.api_key = "sk_live_4eC39HqLyjWDarjtT1zdp7dc"', 'stripe.api_key = "<redacted>"'),
     ("a Google API key", 'GOOGLE = "AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI"', 'GOOGLE = "<redacted>"'),
-    ("an OpenAI-style key", 'client = OpenAI("sk-proj-abc123DEF456ghi789JKL012mno345PQR")',
-     'client = OpenAI("<redacted>")'),
+    (
+        "an OpenAI-style key",
+        'client = OpenAI("sk-proj-abc123DEF456ghi789JKL012mno345PQR")',
+        'client = OpenAI("<redacted>")',
+    ),
     ("a JWT", f"const t = '{JWT}';", "const t = '<redacted>';"),
-    ("a password in a URL", 'DB = "postgres://admin:hunter2@db.example.com/app"',
-     'DB = "postgres://admin:<redacted>@db.example.com/app"'),
-    ("a random literal assigned to a key", f'aws_secret_access_key = "{RANDOM}"',
-     'aws_secret_access_key = "<redacted>"'),
+    (
+        "a password in a URL",
+        'DB = "postgres://admin:hunter2@db.example.com/app"',
+        'DB = "postgres://admin:<redacted>@db.example.com/app"',
+    ),
+    (
+        "a random literal assigned to a key",
+        f'aws_secret_access_key = "{RANDOM}"',
+        'aws_secret_access_key = "<redacted>"',
+    ),
     ("a hex literal assigned to an api key", "API_KEY = '5f4dcc3b5aa765d61d8327deb882cf99'", "API_KEY = '<redacted>'"),
     ("an attribute", f'self.api_key = "{RANDOM}"', 'self.api_key = "<redacted>"'),
     ("a keyword argument", f'Client(api_key="{RANDOM}")', 'Client(api_key="<redacted>")'),
@@ -60,8 +92,11 @@ SECRETS = [
     ("an annotated assignment", f'password: str = "{RANDOM}"', 'password: str = "<redacted>"'),
     ("a Rust constant", f'const API_KEY: &str = "{RANDOM}";', 'const API_KEY: &str = "<redacted>";'),
     ("a Go short assignment", f"apiToken := `{RANDOM}`", "apiToken := `<redacted>`"),
-    ("an environment default", f'os.environ.setdefault("API_TOKEN", "{RANDOM}")',
-     'os.environ.setdefault("API_TOKEN", "<redacted>")'),
+    (
+        "an environment default",
+        f'os.environ.setdefault("API_TOKEN", "{RANDOM}")',
+        'os.environ.setdefault("API_TOKEN", "<redacted>")',
+    ),
     ("a comparison with a literal", f'if token == "{RANDOM}":', 'if token == "<redacted>":'),
     ("a .env line", "API_KEY=5f4dcc3b5aa765d61d8327deb882cf99\nDEBUG=1\n", "API_KEY=<redacted>\nDEBUG=1\n"),
     ("an exported shell variable", "export GITHUB_TOKEN=abc123DEF456ghi789JKL0", "export GITHUB_TOKEN=<redacted>"),
@@ -129,7 +164,8 @@ def test_the_same_secret_gets_the_same_number_and_numbers_in_the_text_are_skippe
     assert secrets == (("<redacted-3>", AWS), ("<redacted-4>", GITHUB))
     # A rewrite that moves the placeholders keeps each secret; a number it made up stays as written.
     assert unmask('c = "<redacted-4>"\na = "<redacted-3>" # <redacted-9>\n', secrets) == (
-        f'c = "{GITHUB}"\na = "{AWS}" # <redacted-9>\n')
+        f'c = "{GITHUB}"\na = "{AWS}" # <redacted-9>\n'
+    )
 
 
 def test_a_text_without_secrets_has_no_placeholders():
@@ -139,8 +175,20 @@ def test_a_text_without_secrets_has_no_placeholders():
 
 def test_every_kind_is_named():
     kinds = {s.kind for _, text, _ in SECRETS for s in find(text)}
-    assert kinds == {"aws-access-key", "private-key", "authorization", "github-token", "gitlab-token", "slack-token",
-                     "stripe-key", "google-api-key", "api-key", "jwt", "url-password", "assigned-secret"}
+    assert kinds == {
+        "aws-access-key",
+        "private-key",
+        "authorization",
+        "github-token",
+        "gitlab-token",
+        "slack-token",
+        "stripe-key",
+        "google-api-key",
+        "api-key",
+        "jwt",
+        "url-password",
+        "assigned-secret",
+    }
 
 
 ON_LINE = [

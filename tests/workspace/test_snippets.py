@@ -13,9 +13,11 @@ from tests.conftest import doc_at
 from tests.workspace_support import opened, write
 
 MAIN = "from .shapes import area, Box\n\ndef report(b):\n    return area(b)<|>\n"
-SHAPES = ("def area(b):\n    return b.w * b.h\n\n\ndef unused():\n    return 0\n\n\nclass Box:\n"
-          "    def __init__(self, w, h):\n        self.w = w\n        self.h = h\n"
-          + "".join(f"\n    def m{i}(self, x):\n        return x + {i}\n" for i in range(8)))
+SHAPES = (
+    "def area(b):\n    return b.w * b.h\n\n\ndef unused():\n    return 0\n\n\nclass Box:\n"
+    "    def __init__(self, w, h):\n        self.w = w\n        self.h = h\n"
+    + "".join(f"\n    def m{i}(self, x):\n        return x + {i}\n" for i in range(8))
+)
 
 
 def workspace(tmp_path: Path) -> tuple[Document, str, WorkspaceIndex]:
@@ -49,9 +51,11 @@ def test_gather_fits_its_budget_and_returns_nothing_without_one(tmp_path):
 def test_open_documents_win_over_disk_and_an_open_env_file_is_never_returned(tmp_path):
     doc, near, index = workspace(tmp_path)
     shapes, env = tmp_path / "app/shapes.py", tmp_path / "app/.env"
-    open_docs = {shapes.as_uri(): opened(shapes, "def area(b):\n    return 42\n"),
-                 env.as_uri(): opened(shapes, "area = 'SECRET'\n"),
-                 (tmp_path / "notes.py").as_uri(): opened(shapes, "print(area(b))\n")}
+    open_docs = {
+        shapes.as_uri(): opened(shapes, "def area(b):\n    return 42\n"),
+        env.as_uri(): opened(shapes, "area = 'SECRET'\n"),
+        (tmp_path / "notes.py").as_uri(): opened(shapes, "print(area(b))\n"),
+    }
     out = gather(doc, open_docs, index, near, 2000)
     assert out == [Snippet("app/shapes.py", "def area(b):\n    return 42"), Snippet("notes.py", "print(area(b))")]
     assert gather(doc, dict(reversed(open_docs.items())), index, near, 2000) == out
@@ -94,8 +98,13 @@ def test_gather_is_identical_across_calls(tmp_path):
 
 
 def test_similar_windows_fill_the_budget_left_after_definitions(tmp_path):
-    write(tmp_path, {"lib.py": "".join(f"def f{i}():\n    pass\n\n" for i in range(20))
-                     + "def g(spam, eggs):\n    return spam.fry(eggs, ham)\n"})
+    write(
+        tmp_path,
+        {
+            "lib.py": "".join(f"def f{i}():\n    pass\n\n" for i in range(20))
+            + "def g(spam, eggs):\n    return spam.fry(eggs, ham)\n"
+        },
+    )
     doc, cursor = doc_at("import lib\n\nx = spam.fry(eggs, ham)<|>\n", uri=(tmp_path / "main.py").as_uri())
     [snippet] = gather(doc, {}, WorkspaceIndex([tmp_path]), doc.text[:cursor], 1000)
     assert snippet.path == "lib.py" and snippet.text.endswith("return spam.fry(eggs, ham)")
@@ -104,13 +113,15 @@ def test_similar_windows_fill_the_budget_left_after_definitions(tmp_path):
 
 def test_a_real_module_importing_segment_gets_its_definition(shared):
     root = shared / "workspaces" / "rich"
-    text = ("from .segment import Segment\nfrom .style import Style\n\n\ndef render(text: str, style: Style):\n"
-            "    return [Segment(text, style), Segment.line()]<|>\n")
+    text = (
+        "from .segment import Segment\nfrom .style import Style\n\n\ndef render(text: str, style: Style):\n"
+        "    return [Segment(text, style), Segment.line()]<|>\n"
+    )
     doc, cursor = doc_at(text, uri=(root / "rich" / "my_console.py").as_uri())
     out = gather(doc, {}, WorkspaceIndex([root]), doc.text[:cursor], 6000)
     segment = next(s for s in out if s.path == "rich/segment.py")
     assert "class Segment(NamedTuple):\n    text: str\n" in segment.text
-    assert "    def line(cls) -> \"Segment\": ..." in segment.text
+    assert '    def line(cls) -> "Segment": ...' in segment.text
 
 
 def test_a_tight_budget_gives_every_imported_name_its_header_before_any_body(tmp_path):
@@ -122,9 +133,16 @@ def test_a_tight_budget_gives_every_imported_name_its_header_before_any_body(tmp
 
 
 def test_no_similarity_window_comes_from_a_files_import_block(tmp_path):
-    write(tmp_path, {"lib.py": "from typing import Any, Dict, List, Optional\nimport os\n\n\n"
-                     + "".join(f"def f{i}():\n    pass\n\n" for i in range(12))})
-    doc, cursor = doc_at("import lib\nfrom typing import Any, Dict, List, Optional\n\nx: Dict[str, Any] = {}<|>\n",
-                         uri=(tmp_path / "main.py").as_uri())
+    write(
+        tmp_path,
+        {
+            "lib.py": "from typing import Any, Dict, List, Optional\nimport os\n\n\n"
+            + "".join(f"def f{i}():\n    pass\n\n" for i in range(12))
+        },
+    )
+    doc, cursor = doc_at(
+        "import lib\nfrom typing import Any, Dict, List, Optional\n\nx: Dict[str, Any] = {}<|>\n",
+        uri=(tmp_path / "main.py").as_uri(),
+    )
     out = gather(doc, {}, WorkspaceIndex([tmp_path]), doc.text[:cursor], 1000)
     assert not any("import" in s.text for s in out)

@@ -34,7 +34,8 @@ _OPENERS = ("(", "[", "{", ":", "=>")
 # At the end of a line these open a block that follows on new lines: `{`, `=>`, and a `:` after a compound
 # statement's keyword (not a lambda's, an annotation's, a slice's or a dict value's).
 _COMPOUND = re.compile(
-    r"(?:async\s+)?(?:if|elif|else|for|while|def|class|try|except|finally|with|match|case|default)\b")
+    r"(?:async\s+)?(?:if|elif|else|for|while|def|class|try|except|finally|with|match|case|default)\b"
+)
 _WORD_END = re.compile(r"[A-Za-z0-9_$]$")
 _CLOSERS = set(")]}\"'`;, \t")
 
@@ -73,10 +74,16 @@ class Frame:
     def holds(self, doc: Document, cursor: int, budget: Budget) -> bool:
         """Whether a request at `cursor` of `doc` can keep this frame (only the typed span changed)."""
         text = doc.text
-        return (doc.uri == self.uri and budget == self.budget and self.anchor <= cursor
-                and cursor - self.anchor <= budget.chars(budget.typed_tokens)
-                and len(text) - cursor == self.after and text.startswith(self.suffix, cursor)
-                and text.startswith(self.prefix, self.start) and hash(text[: self.anchor]) == self.before)
+        return (
+            doc.uri == self.uri
+            and budget == self.budget
+            and self.anchor <= cursor
+            and cursor - self.anchor <= budget.chars(budget.typed_tokens)
+            and len(text) - cursor == self.after
+            and text.startswith(self.suffix, cursor)
+            and text.startswith(self.prefix, self.start)
+            and hash(text[: self.anchor]) == self.before
+        )
 
 
 @dataclass(frozen=True)
@@ -196,8 +203,9 @@ def line_is_finished(doc: Document, cursor: int, line_before: str) -> bool:
         return False
     if opens_block(code):
         return True
-    if code.endswith(("\\", ",", "(", "[", "=", "+", "-", "*", "/", "%", "&", "|", "<", ">", ".", "!", "^", "~")) \
-            and not code.endswith(("++", "--")):
+    if code.endswith(
+        ("\\", ",", "(", "[", "=", "+", "-", "*", "/", "%", "&", "|", "<", ">", ".", "!", "^", "~")
+    ) and not code.endswith(("++", "--")):
         return False
     if doc.tree is None:
         return True
@@ -303,8 +311,9 @@ def make_frame(doc: Document, cursor: int, budget: Budget) -> Frame:
     # window only: the tree after the cursor changes shape while the user types (an open bracket swallows the
     # next definition into an error node).
     preamble = build_preamble(doc, start, "", budget.chars(budget.preamble_tokens))
-    return Frame(doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor,
-                 hash(text[:anchor]))
+    return Frame(
+        doc.uri, budget, start, anchor, preamble, text[start:anchor], suffix, len(text) - cursor, hash(text[:anchor])
+    )
 
 
 def closers_needed(doc: Document) -> int:
@@ -319,8 +328,16 @@ def next_line(ctx: Context) -> Context:
     the prompt gets the newline, the answer is the next line (a block after a block opener). A FIM
     model reading a finished line as its answer so far tends to stop there, or to run on with it."""
     opener = opens_block(ctx.line_before.strip())
-    return replace(ctx, mode="multi" if opener else "single", line_before="", insert_lines=False, heal="",
-                   middle=ctx.middle + ctx.eol, newline=True, line_done=False)
+    return replace(
+        ctx,
+        mode="multi" if opener else "single",
+        line_before="",
+        insert_lines=False,
+        heal="",
+        middle=ctx.middle + ctx.eol,
+        newline=True,
+        line_done=False,
+    )
 
 
 def redacted(ctx: Context) -> Context:
@@ -328,8 +345,13 @@ def redacted(ctx: Context) -> Context:
     by `<redacted>` (other files' snippets are redacted when gathered). The frame keeps the document's own text (it
     is compared with the next keystroke's). The typed text stays append-only: the lines above the cursor's in it do
     not change while the user types, and a cursor line that holds a secret gets no prompt at all (the pipeline)."""
-    return replace(ctx, preamble=_shown(ctx.preamble), prefix=_shown(ctx.prefix), suffix=_shown(ctx.suffix),
-                   middle=_shown(ctx.middle))
+    return replace(
+        ctx,
+        preamble=_shown(ctx.preamble),
+        prefix=_shown(ctx.prefix),
+        suffix=_shown(ctx.suffix),
+        middle=_shown(ctx.middle),
+    )
 
 
 @lru_cache(maxsize=64)  # the frame's parts stay the same while the user types: each is redacted once
@@ -337,8 +359,9 @@ def _shown(text: str) -> str:
     return redact.redact(text)
 
 
-def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str = "anchored",
-          frame: Frame | None = None) -> Context:
+def build(
+    doc: Document, cursor: int, budget: Budget | None = None, layout: str = "anchored", frame: Frame | None = None
+) -> Context:
     """The context for a suggestion at string offset `cursor` of `doc`.
 
     `anchored` (default) keeps `frame` when it still holds, else makes a new one. `prefix` is the
@@ -359,27 +382,67 @@ def build(doc: Document, cursor: int, budget: Budget | None = None, layout: str 
     # (it then indents twice). End the prompt at the line start; the model's indentation is removed.
     heal = line_before if line_before and not line_before.strip() else ""
     crlf = "\r\n" in text[max(0, line_start - 2) : line_end + 1]
-    base = Context(uri=doc.uri, eol="\r\n" if crlf else "\n", language=doc.language, version=doc.version,
-                   cursor=cursor, mode=mode, line_before=line_before, line_after=line_after, min_indent=min_indent,
-                   braces=doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
-                   insert_lines=insert_lines, closers_needed=closers_needed(doc),
-                   start=0, preamble="", prefix="", suffix="")  # the layout fills in the rest
+    base = Context(
+        uri=doc.uri,
+        eol="\r\n" if crlf else "\n",
+        language=doc.language,
+        version=doc.version,
+        cursor=cursor,
+        mode=mode,
+        line_before=line_before,
+        line_after=line_after,
+        min_indent=min_indent,
+        braces=doc.language not in INDENT_LANGUAGES and doc.language in DEFINITIONS,
+        insert_lines=insert_lines,
+        closers_needed=closers_needed(doc),
+        start=0,
+        preamble="",
+        prefix="",
+        suffix="",
+    )  # the layout fills in the rest
     if layout == "anchored":
-        if frame is None or not frame.holds(doc, cursor, budget):
-            frame = make_frame(doc, cursor, budget)
-        middle = text[frame.anchor : cursor - len(heal)]
-        at_end = not in_text and not line_after.strip()
-        done = at_end and line_is_finished(doc, cursor, line_before)
-        # After a comma (an argument list, a dict, an enum) the next item may follow on this line or the next.
-        listing = at_end and line_before.rstrip().endswith(",")
-        ctx = replace(base, start=frame.start, preamble=frame.preamble, prefix=frame.prefix, suffix=frame.suffix,
-                      heal=heal, middle=middle, frame=frame, line_done=done or listing)
-        # A finished line that ends in a closing character: the next line(s). One that ends in a word may
-        # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
-        return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx
+        return _anchored(doc, base, budget, frame, heal, in_text)
+    return _prefix_layout(doc, base, budget, heal, _scope_text(doc, scope, line_start, line_end))
+
+
+def _anchored(doc: Document, base: Context, budget: Budget, frame: Frame | None, heal: str, in_text: bool) -> Context:
+    """`build`'s anchored layout: the frame (kept when it holds) and the typed text after it."""
+    cursor, line_before = base.cursor, base.line_before
+    if frame is None or not frame.holds(doc, cursor, budget):
+        frame = make_frame(doc, cursor, budget)
+    middle = doc.text[frame.anchor : cursor - len(heal)]
+    at_end = not in_text and not base.line_after.strip()
+    done = at_end and line_is_finished(doc, cursor, line_before)
+    # After a comma (an argument list, a dict, an enum) the next item may follow on this line or the next.
+    listing = at_end and line_before.rstrip().endswith(",")
+    ctx = replace(
+        base,
+        start=frame.start,
+        preamble=frame.preamble,
+        prefix=frame.prefix,
+        suffix=frame.suffix,
+        heal=heal,
+        middle=middle,
+        frame=frame,
+        line_done=done or listing,
+    )
+    # A finished line that ends in a closing character: the next line(s). One that ends in a word may
+    # still grow (`x = tot` is a finished statement too): the model's first tokens decide (pipeline).
+    return next_line(ctx) if done and not _WORD_END.search(line_before.rstrip()) else ctx
+
+
+def _prefix_layout(doc: Document, base: Context, budget: Budget, heal: str, scope_text: str) -> Context:
+    """`build`'s earlier layout: a prefix window to the cursor (the typed text ends it) and a suffix."""
+    text, cursor = doc.text, base.cursor
+    line_start = text.rfind("\n", 0, cursor) + 1
     start = window_start(doc, cursor, budget.chars(budget.prefix_tokens))
-    preamble = build_preamble(doc, start, _scope_text(doc, scope, line_start, line_end),
-                              budget.chars(budget.preamble_tokens))
+    preamble = build_preamble(doc, start, scope_text, budget.chars(budget.preamble_tokens))
     heal = heal if start < line_start else ""
-    return replace(base, start=start, preamble=preamble, prefix=text[start : cursor - len(heal)], heal=heal,
-                   suffix=text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))])
+    return replace(
+        base,
+        start=start,
+        preamble=preamble,
+        prefix=text[start : cursor - len(heal)],
+        heal=heal,
+        suffix=text[cursor : _suffix_end(text, cursor, budget.chars(budget.suffix_tokens))],
+    )

@@ -92,9 +92,12 @@ def first_window_of(settings: Settings) -> context.Budget | None:
     if settings.first_window_tokens <= 0:
         return None
     full = budget_of(settings)
-    return context.Budget(min(settings.first_window_tokens, full.prefix_tokens),
-                          min(settings.first_window_tokens, full.suffix_tokens), full.preamble_tokens,
-                          first=True)
+    return context.Budget(
+        min(settings.first_window_tokens, full.prefix_tokens),
+        min(settings.first_window_tokens, full.suffix_tokens),
+        full.preamble_tokens,
+        first=True,
+    )
 
 
 def place_of(uri: str) -> Place:
@@ -102,8 +105,9 @@ def place_of(uri: str) -> Place:
     return Place(file_name(uri))
 
 
-async def _with_snippets(ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document,
-                         budget_chars: int) -> context.Context:
+async def _with_snippets(
+    ctx: context.Context, previous: context.Frame | None, place: Place, doc: Document, budget_chars: int
+) -> context.Context:
     """A new frame gets other files' snippets; a frame kept from the last request already has them. They are
     chosen for the whole file and kept for every new frame in the same document, so moving to another place
     does not change the head (the start of the prompt, where a change costs the whole KV cache). A short first
@@ -139,9 +143,18 @@ class Prepared:
     answer: Suggestion | None = None
 
 
-async def prepare(doc: Document, cursor: int, settings: Settings, *, cache: typeahead.Remembered | None = None,
-                  request_id: str | None = None, invoked: bool = False, frame: context.Frame | None = None,
-                  place: Place | None = None, budget: context.Budget | None = None) -> Prepared:
+async def prepare(
+    doc: Document,
+    cursor: int,
+    settings: Settings,
+    *,
+    cache: typeahead.Remembered | None = None,
+    request_id: str | None = None,
+    invoked: bool = False,
+    frame: context.Frame | None = None,
+    place: Place | None = None,
+    budget: context.Budget | None = None,
+) -> Prepared:
     """The first step of a suggestion at `cursor` (a string offset into `doc.text`): the context, on `frame`
     (the last request's stable prompt part for this document) while it holds under `budget` (default the
     settings'), or an answer without the model. The caller keeps `ctx.frame` before `generate` runs: a request
@@ -164,8 +177,9 @@ async def prepare(doc: Document, cursor: int, settings: Settings, *, cache: type
 def _answer(doc: Document, cursor: int, text: str, source: str, t0: float, rid: str) -> Suggestion:
     total = (time.perf_counter() - t0) * 1000
     mode = "typeahead" if source == "typeahead" else "single"
-    return Suggestion(doc.uri, doc.version, cursor, text, mode, source, Timings(total_ms=total, post_ms=total),
-                      request_id=rid)
+    return Suggestion(
+        doc.uri, doc.version, cursor, text, mode, source, Timings(total_ms=total, post_ms=total), request_id=rid
+    )
 
 
 async def generate(p: Prepared, settings: Settings, engine: Engine, template: prompt.FimTemplate) -> Suggestion:
@@ -187,15 +201,20 @@ async def generate(p: Prepared, settings: Settings, engine: Engine, template: pr
         final = ctx.eol + final  # the newline the prompt assumed
     t4 = time.perf_counter()
     timings = Timings(
-        context_ms=(t1 - p.started) * 1000, prompt_ms=prompt_ms, queue_ms=sum(st.queue_ms for st in engine_ms),
-        ttft_ms=sum(st.ttft_ms for st in engine_ms), decode_ms=sum(st.decode_ms for st in engine_ms),
-        post_ms=(t4 - t3) * 1000, total_ms=(t4 - p.started) * 1000,
+        context_ms=(t1 - p.started) * 1000,
+        prompt_ms=prompt_ms,
+        queue_ms=sum(st.queue_ms for st in engine_ms),
+        ttft_ms=sum(st.ttft_ms for st in engine_ms),
+        decode_ms=sum(st.decode_ms for st in engine_ms),
+        post_ms=(t4 - t3) * 1000,
+        total_ms=(t4 - p.started) * 1000,
     )
     return Suggestion(p.doc.uri, p.doc.version, p.cursor, final, ctx.mode, "model", timings, stats, p.request_id)
 
 
-async def suggest(doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate,
-                  **where: Any) -> Suggestion:
+async def suggest(
+    doc: Document, cursor: int, settings: Settings, engine: Engine, template: prompt.FimTemplate, **where: Any
+) -> Suggestion:
     """`prepare` then `generate` (for callers that keep no frame between them: tests, scripts); `where` are
     `prepare`'s keyword arguments."""
     return await generate(await prepare(doc, cursor, settings, **where), settings, engine, template)
@@ -209,8 +228,14 @@ async def warm(p: Prepared, engine: Engine, template: prompt.FimTemplate) -> Gen
     if p.ctx is None:
         return None
     rendered = prompt.render(context.redacted(p.ctx), template, path=p.place.path, repo=p.place.repo)
-    req = GenerationRequest(rendered.text, max_tokens=1, stop=template.stops, priority=Priority.BACKGROUND,
-                            id=new_request_id("warm"), warm=True)
+    req = GenerationRequest(
+        rendered.text,
+        max_tokens=1,
+        stop=template.stops,
+        priority=Priority.BACKGROUND,
+        id=new_request_id("warm"),
+        warm=True,
+    )
     stats = GenerationStats()
     stream = engine.stream(req)
     try:
@@ -232,8 +257,9 @@ def _without_placeholder(text: str, rid: str) -> str:
     return text[: text.rfind("\n", 0, at) + 1].rstrip()
 
 
-async def _generate(ctx: context.Context, settings: Settings, engine: Engine, template: prompt.FimTemplate,
-                    place: Place, rid: str) -> tuple[str, GenerationStats, float]:
+async def _generate(
+    ctx: context.Context, settings: Settings, engine: Engine, template: prompt.FimTemplate, place: Place, rid: str
+) -> tuple[str, GenerationStats, float]:
     """Run the engine on the prompt for `ctx` until the stop policy has a complete answer: the answer
     relative to the cursor (not yet finalized), the engine's statistics, and the prompt rendering ms."""
     t0 = time.perf_counter()
@@ -244,8 +270,9 @@ async def _generate(ctx: context.Context, settings: Settings, engine: Engine, te
     # A prompt that ends after `Style.` or `f(` splits a token the model would write (`.parse`, `(x`): the engine
     # heals it (engine/healing.py). One that ends at a line start or at its FIM marker needs no healing.
     heal = bool(shown.middle) and not shown.middle.endswith("\n")
-    req = GenerationRequest(p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid,
-                            heal=heal)
+    req = GenerationRequest(
+        p.text, max_tokens=max_tokens, stop=template.stops, priority=Priority.INTERACTIVE, id=rid, heal=heal
+    )
     policy = StopPolicy(ctx, settings.max_lines)
     raw = ""
     text = ""
@@ -277,8 +304,10 @@ async def _generate(ctx: context.Context, settings: Settings, engine: Engine, te
 def log_line(s: Suggestion) -> str:
     t = s.timings
     st = s.stats
-    return (f"{s.request_id} {s.source} {s.mode} v{s.version} ctx={t.context_ms:.1f} prompt={t.prompt_ms:.1f} "
-            f"queue={t.queue_ms:.1f} ttft={t.ttft_ms:.1f} decode={t.decode_ms:.1f} post={t.post_ms:.1f} "
-            f"total={t.total_ms:.1f}ms overhead={t.overhead_ms:.1f}ms tokens={st.decode_tokens} "
-            f"prompt_tokens={st.prompt_tokens} reused={st.reused_tokens} finish={st.finish_reason} "
-            f"class={priority_label(st.priority)} preempted={st.preemptions} chars={len(s.text)}")
+    return (
+        f"{s.request_id} {s.source} {s.mode} v{s.version} ctx={t.context_ms:.1f} prompt={t.prompt_ms:.1f} "
+        f"queue={t.queue_ms:.1f} ttft={t.ttft_ms:.1f} decode={t.decode_ms:.1f} post={t.post_ms:.1f} "
+        f"total={t.total_ms:.1f}ms overhead={t.overhead_ms:.1f}ms tokens={st.decode_tokens} "
+        f"prompt_tokens={st.prompt_tokens} reused={st.reused_tokens} finish={st.finish_reason} "
+        f"class={priority_label(st.priority)} preempted={st.preemptions} chars={len(s.text)}"
+    )

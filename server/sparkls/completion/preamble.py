@@ -31,8 +31,12 @@ def _outline(doc: Document, node: Node, limit: int, depth: int = 0) -> list[tupl
             pad = "    " * depth
             out.append((target.start_byte, name, pad + sig.replace("\n", "\n" + pad)))
             body = target.child_by_field_name("body")
-            if depth == 0 and body is not None and target.type not in ("function_definition", "function_item",
-                                                                     "function_declaration", "method_declaration"):
+            if (
+                depth == 0
+                and body is not None
+                and target.type
+                not in ("function_definition", "function_item", "function_declaration", "method_declaration")
+            ):
                 out.extend(_outline(doc, body, limit, depth + 1))
         elif depth == 0 and child.type in ("declaration_list", "class_body"):
             out.extend(_outline(doc, child, limit, depth))

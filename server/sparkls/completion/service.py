@@ -136,13 +136,22 @@ class CompletionService:
         async def compute() -> pipeline.Suggestion:
             session = self.session
             if session.excluded(doc.uri) or doc.is_binary:
-                log.info("no suggestion: %s %s", doc.uri,
-                         "looks binary" if doc.is_binary else "matches an exclusion glob")
+                log.info(
+                    "no suggestion: %s %s", doc.uri, "looks binary" if doc.is_binary else "matches an exclusion glob"
+                )
                 return pipeline.Suggestion(doc.uri, doc.version, cursor, "", "single", "none")
             template = await self.template()
             frame, budget = self._plan(doc, cursor)
-            prepared = await pipeline.prepare(doc, cursor, session.settings, cache=self._typeahead.get(doc.uri),
-                                              invoked=invoked, frame=frame, place=self.place(doc.uri), budget=budget)
+            prepared = await pipeline.prepare(
+                doc,
+                cursor,
+                session.settings,
+                cache=self._typeahead.get(doc.uri),
+                invoked=invoked,
+                frame=frame,
+                place=self.place(doc.uri),
+                budget=budget,
+            )
             if prepared.ctx is not None and prepared.ctx.frame is not None:
                 self._frames[doc.uri] = prepared.ctx.frame  # kept even if this request is superseded mid-prefill
             s = await pipeline.generate(prepared, session.settings, session.start_engine(), template)
@@ -212,14 +221,19 @@ class CompletionService:
             self._full[uri] = (frame, False)
 
         # The short frame is passed as the previous one: its snippets are kept, the frame itself does not hold.
-        stats = await self._warm_up(doc, cursor, self._frames.get(uri), pipeline.budget_of(self.session.settings),
-                                    keep)
+        stats = await self._warm_up(doc, cursor, self._frames.get(uri), pipeline.budget_of(self.session.settings), keep)
         pending = self._full.get(uri)
         if stats is not None and stats.finish_reason == "warm" and pending is not None:
             self._full[uri] = (pending[0], True)
 
-    async def _warm_up(self, doc: Document, cursor: int, frame: context.Frame | None, budget: context.Budget,
-                       keep: Callable[[context.Frame], None]) -> GenerationStats | None:
+    async def _warm_up(
+        self,
+        doc: Document,
+        cursor: int,
+        frame: context.Frame | None,
+        budget: context.Budget,
+        keep: Callable[[context.Frame], None],
+    ) -> GenerationStats | None:
         """One warm-up request at `cursor` of `doc` on `frame` (a new one under `budget` when it does not hold)."""
         session = self.session
         engine = session.start_engine()
@@ -228,8 +242,9 @@ class CompletionService:
             template = await self.template()
             if not session.is_current(doc.uri, doc.version) or self.running:
                 return None
-            prepared = await pipeline.prepare(doc, cursor, session.settings, frame=frame, place=self.place(doc.uri),
-                                              budget=budget)
+            prepared = await pipeline.prepare(
+                doc, cursor, session.settings, frame=frame, place=self.place(doc.uri), budget=budget
+            )
             if prepared.ctx is not None and prepared.ctx.frame is not None:
                 keep(prepared.ctx.frame)
             stats = await pipeline.warm(prepared, engine, template)
@@ -241,8 +256,15 @@ class CompletionService:
             return None
         if stats is not None:
             self.warmups.append((doc.uri, stats))
-            log.info("warm-up %s:%d %s: %d prompt tokens, %d reused, %.0f ms", doc.uri, cursor, stats.finish_reason,
-                     stats.prompt_tokens, stats.reused_tokens, stats.prefill_ms)
+            log.info(
+                "warm-up %s:%d %s: %d prompt tokens, %d reused, %.0f ms",
+                doc.uri,
+                cursor,
+                stats.finish_reason,
+                stats.prompt_tokens,
+                stats.reused_tokens,
+                stats.prefill_ms,
+            )
         return stats
 
     def _stop_warmup(self) -> None:
@@ -313,5 +335,6 @@ class CompletionService:
         engine = self.session.engine
         done = list(engine.completed) if engine is not None else []
         stats = dict((await engine.health()).stats) if engine is not None else {}
-        return Metrics(list(self.history), done, engine.name if engine is not None else None,
-                       metrics.summarize(done), stats)
+        return Metrics(
+            list(self.history), done, engine.name if engine is not None else None, metrics.summarize(done), stats
+        )

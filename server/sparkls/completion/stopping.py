@@ -174,7 +174,8 @@ def trim_line_overlap(before: str, completion: str, after: str) -> str:
     p = completion.find(after.rstrip())
     while p != -1:
         if _excess_closers(before + completion[:p] + after) < baseline or (
-                not any(c in _PAIRS or c in _OPEN for c in after)):
+            not any(c in _PAIRS or c in _OPEN for c in after)
+        ):
             return completion[:p]
         p = completion.find(after.rstrip(), p + 1)
     for k in range(min(len(after), len(completion)), 0, -1):

@@ -56,9 +56,16 @@ class Action:
         if data.get("kind") not in KINDS:
             raise ValueError(f"not a sparkls action: {data!r}")
         try:
-            return cls(kind=str(data["kind"]), uri=str(data["uri"]), version=int(data["version"]),
-                       start=int(data["start"]), end=int(data["end"]), title=str(data.get("title", "")),
-                       diagnostic=str(data.get("diagnostic", "")), instruction=str(data.get("instruction", "")))
+            return cls(
+                kind=str(data["kind"]),
+                uri=str(data["uri"]),
+                version=int(data["version"]),
+                start=int(data["start"]),
+                end=int(data["end"]),
+                title=str(data.get("title", "")),
+                diagnostic=str(data.get("diagnostic", "")),
+                instruction=str(data.get("instruction", "")),
+            )
         except (KeyError, TypeError, ValueError) as e:
             raise ValueError(f"malformed sparkls action: {e}") from None
 
@@ -66,12 +73,16 @@ class Action:
 def instruction_of(action: Action, language: str) -> str:
     """What the model is asked to do with the region."""
     if action.kind == "fix":
-        return (f"Fix this problem reported for the code: {action.diagnostic}\n"
-                "Change as little as possible; keep everything else exactly as it is.")
+        return (
+            f"Fix this problem reported for the code: {action.diagnostic}\n"
+            "Change as little as possible; keep everything else exactly as it is."
+        )
     if action.kind == "implement":
-        return ("This function is a stub. Replace its placeholder body (`pass`, `...`, a TODO) with a complete, "
-                "working implementation of what its name, signature and docstring describe. Keep the signature and "
-                "the docstring unchanged.")
+        return (
+            "This function is a stub. Replace its placeholder body (`pass`, `...`, a TODO) with a complete, "
+            "working implementation of what its name, signature and docstring describe. Keep the signature and "
+            "the docstring unchanged."
+        )
     if action.kind == "docstring":
         style = "a docstring" if language == "python" else "a doc comment right above it"
         return f"Add {style} that explains what this code does, its parameters and its result. Do not change the code."

@@ -53,16 +53,18 @@ class EditResult:
 def request_for(prompt_text: str, region: str, settings: Settings, priority: int, rid: str) -> GenerationRequest:
     """A rewrite request: enough tokens for the region and some growth."""
     need = int(len(region) / CHARS_PER_TOKEN * 1.5) + 96
-    return GenerationRequest(prompt_text, max_tokens=min(settings.max_tokens_rewrite, need), stop=rewrite.STOPS,
-                             priority=priority, id=rid)
+    return GenerationRequest(
+        prompt_text, max_tokens=min(settings.max_tokens_rewrite, need), stop=rewrite.STOPS, priority=priority, id=rid
+    )
 
 
 class LineGeneration:
     """Stream an engine request as completed lines of the answer's code block, the prompt's placeholders replaced by
     the secrets they stand for; `stats` once done."""
 
-    def __init__(self, engine: Engine, request: GenerationRequest, indent: str = "",
-                 secrets: redact.Secrets = ()) -> None:
+    def __init__(
+        self, engine: Engine, request: GenerationRequest, indent: str = "", secrets: redact.Secrets = ()
+    ) -> None:
         self.engine = engine
         self.request = request
         self.indent = indent
@@ -104,8 +106,15 @@ def garbled(text: str, original: str) -> bool:
     return text.count(mark) > original.count(mark)
 
 
-async def rewrite_region(doc: Document, start: int, end: int, instruction: str, engine: Engine, settings: Settings,
-                         priority: int = Priority.CODE_ACTION) -> EditResult:
+async def rewrite_region(
+    doc: Document,
+    start: int,
+    end: int,
+    instruction: str,
+    engine: Engine,
+    settings: Settings,
+    priority: int = Priority.CODE_ACTION,
+) -> EditResult:
     """Rewrite doc.text[start:end] by `instruction`; the whole answer, as minimal edits."""
     t0 = time.perf_counter()
     rid = new_request_id("edit")
@@ -119,22 +128,47 @@ async def rewrite_region(doc: Document, start: int, end: int, instruction: str, 
         log.warning("%s: the answer garbles a placeholder of a redacted secret: not applied", rid)
         text = p.region
     es = diff.region_edits(doc.text, start, end, text)
-    return EditResult(doc.uri, doc.version, start, end, p.region, text, es, rid, gen.stats,
-                      (time.perf_counter() - t0) * 1000)
+    return EditResult(
+        doc.uri, doc.version, start, end, p.region, text, es, rid, gen.stats, (time.perf_counter() - t0) * 1000
+    )
 
 
-async def predict(doc: Document, cursor: int, history: nextedit.History | None, engine: Engine, settings: Settings,
-                  priority: int = Priority.INTERACTIVE, frame: nextedit.EditFrame | None = None
-                  ) -> tuple[EditResult, nextedit.EditFrame]:
+async def predict(
+    doc: Document,
+    cursor: int,
+    history: nextedit.History | None,
+    engine: Engine,
+    settings: Settings,
+    priority: int = Priority.INTERACTIVE,
+    frame: nextedit.EditFrame | None = None,
+) -> tuple[EditResult, nextedit.EditFrame]:
     """The next edit at `cursor`'s line, predicted from the document's recent edits (edit/nextedit.py), and the
     prompt frame the document's next prediction can grow (pass it back)."""
     t0 = time.perf_counter()
     rid = new_request_id("next")
-    p = nextedit.render(doc, cursor, history, file_name(doc.uri), settings.next_edit_lines_before,
-                        settings.next_edit_lines_after, frame, settings.next_edit_max_lines)
-    answer, stats, line_lps = await continue_diff(engine, GenerationRequest(
-        p.text, max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1), stop=nextedit.STOPS,
-        priority=priority, id=rid, logprobs=True), p.removed, settings.next_edit_min_confidence)
+    p = nextedit.render(
+        doc,
+        cursor,
+        history,
+        file_name(doc.uri),
+        settings.next_edit_lines_before,
+        settings.next_edit_lines_after,
+        frame,
+        settings.next_edit_max_lines,
+    )
+    answer, stats, line_lps = await continue_diff(
+        engine,
+        GenerationRequest(
+            p.text,
+            max_tokens=TOKENS_PER_LINE * (settings.next_edit_max_lines + 1),
+            stop=nextedit.STOPS,
+            priority=priority,
+            id=rid,
+            logprobs=True,
+        ),
+        p.removed,
+        settings.next_edit_min_confidence,
+    )
     got = nextedit.parse(p, answer, line_lps)
     s, e, text = nextedit.applied(doc.text, p, got)
     original = doc.text[s:e]
@@ -150,12 +184,15 @@ async def predict(doc: Document, cursor: int, history: nextedit.History | None, 
             log.info("%s: predicted edit %s: not offered", rid, why)
             text = original
     es = diff.region_edits(doc.text, s, e, text) if text != original else []
-    return (EditResult(doc.uri, doc.version, s, e, original, text, es, rid, stats, (time.perf_counter() - t0) * 1000),
-            p.frame)
+    return (
+        EditResult(doc.uri, doc.version, s, e, original, text, es, rid, stats, (time.perf_counter() - t0) * 1000),
+        p.frame,
+    )
 
 
-async def continue_diff(engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
-                         ) -> tuple[str, GenerationStats, list[float]]:
+async def continue_diff(
+    engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
+) -> tuple[str, GenerationStats, list[float]]:
     """The model's continuation of a next-edit diff until it goes back to context, or until a token of an added line
     falls under `min_confidence` (the gate would refuse the prediction: decoding on is waste); then the request is
     aborted. Returns the answer with the prompt's `forced` last line before it, the stats, and per answer line the

@@ -51,8 +51,6 @@ class Buffer(Protocol):
     def progress(self, message: str) -> None: ...
 
 
-
-
 class RegionTracker:
     """Where the region is, followed through every content change since our snapshot: a change above
     shifts it, one below leaves it, one inside is ours when the region then holds what we sent."""
@@ -116,8 +114,9 @@ class Outcome:
 
 
 class StreamingEdit:
-    def __init__(self, buffer: Buffer, engine: Engine, settings: Settings, start: int, end: int,
-                 instruction: str) -> None:
+    def __init__(
+        self, buffer: Buffer, engine: Engine, settings: Settings, start: int, end: int, instruction: str
+    ) -> None:
         self.buffer, self.engine, self.settings = buffer, engine, settings
         doc = buffer.snapshot()
         self.uri = doc.uri
@@ -206,8 +205,9 @@ class StreamingEdit:
         rid = new_request_id("stream")
         prompt = rewrite.render(doc, self.tracker.start, self.tracker.end, instruction, file_name(doc.uri))
         priority = Priority.INTERACTIVE if self.outcome.redirects else Priority.CODE_ACTION
-        gen = LineGeneration(self.engine, request_for(prompt.text, base, self.settings, priority, rid), prompt.indent,
-                             prompt.secrets)  # the model sees placeholders; the buffer gets the secrets back
+        gen = LineGeneration(
+            self.engine, request_for(prompt.text, base, self.settings, priority, rid), prompt.indent, prompt.secrets
+        )  # the model sees placeholders; the buffer gets the secrets back
         self.outcome.request_ids.append(rid)
         try:
             async for lines in gen:

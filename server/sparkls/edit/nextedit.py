@@ -66,8 +66,12 @@ class History:
         new_lines = new_seg.split("\n")
         last = self.hunks[-1] if self.hunks else None
         n_old = len(old_lines)
-        if last is not None and now - last.time <= self.merge_s and \
-                last.line <= first and first + n_old <= last.line + len(last.new):
+        if (
+            last is not None
+            and now - last.time <= self.merge_s
+            and last.line <= first
+            and first + n_old <= last.line + len(last.new)
+        ):
             at = first - last.line
             last.new = last.new[:at] + new_lines + last.new[at + n_old :]
             last.time = now
@@ -123,18 +127,24 @@ def unified(path: str, hunks: list[Hunk]) -> str:
     return redact.redact("\n".join(out) + "\n")
 
 
-def frame_for(doc: Document, line: int, history: History | None, path: str, above: int, below: int,
-              frame: EditFrame | None) -> EditFrame:
+def frame_for(
+    doc: Document, line: int, history: History | None, path: str, above: int, below: int, frame: EditFrame | None
+) -> EditFrame:
     """`frame` while it still serves a prediction at `line`, else a new one: the last `PRIOR_HUNKS` edits
     reverted, the excerpt `above` lines above the cursor to `below` lines under it."""
     if frame is not None and frame.uri == doc.uri and history is not None:
         shown = _shown(history, frame.first_seq)
         complete = (bool(shown) and shown[0].seq == frame.first_seq) or (not shown and history.count < frame.first_seq)
         margin = max(1, min(above, below) // 3)  # from an edge where the excerpt was cut
-        inside = (frame.lo == 0 or frame.lo + margin <= line) and \
-            (frame.hi >= doc.text.count("\n") or line < frame.hi - margin)
-        if complete and inside and len(shown) <= MAX_HUNKS and \
-                sum(len(unified(path, [h])) for h in shown) <= MAX_DIFF_CHARS:
+        inside = (frame.lo == 0 or frame.lo + margin <= line) and (
+            frame.hi >= doc.text.count("\n") or line < frame.hi - margin
+        )
+        if (
+            complete
+            and inside
+            and len(shown) <= MAX_HUNKS
+            and sum(len(unified(path, [h])) for h in shown) <= MAX_DIFF_CHARS
+        ):
             return frame
     hunks = list(history.hunks)[-PRIOR_HUNKS:] if history is not None else []
     first_seq = hunks[0].seq if hunks else (history.count + 1 if history is not None else 1)
@@ -155,8 +165,16 @@ class DiffPrompt:
     removed: str = ""  # the prompt's last line: the cursor's line as removed (none past the last line)
 
 
-def render(doc: Document, cursor: int, history: History | None, path: str, above: int = 60, below: int = 30,
-           frame: EditFrame | None = None, max_lines: int = 8) -> DiffPrompt:
+def render(
+    doc: Document,
+    cursor: int,
+    history: History | None,
+    path: str,
+    above: int = 60,
+    below: int = 30,
+    frame: EditFrame | None = None,
+    max_lines: int = 8,
+) -> DiffPrompt:
     """The prompt for the next edit at the cursor's line (see the module's docstring)."""
     line = doc.text.count("\n", 0, cursor)
     f = frame_for(doc, line, history, path, above, below, frame)
@@ -170,8 +188,10 @@ def render(doc: Document, cursor: int, history: History | None, path: str, above
         lines = []  # a secret spans lines here (a key block): no line of it can be matched or changed
     ctx = "".join(f" {x}\n" for x in lines[: line - context])
     cursor_line = f"-{lines[line - context]}\n" if line - context < len(lines) else ""
-    text = (f"{f.head}<|file_sep|>{path}.diff\n{unified(path, _shown(history, f.first_seq))}"
-            f"@@ -{context + 1} +{context + 1} @@\n{ctx}{cursor_line}")
+    text = (
+        f"{f.head}<|file_sep|>{path}.diff\n{unified(path, _shown(history, f.first_seq))}"
+        f"@@ -{context + 1} +{context + 1} @@\n{ctx}{cursor_line}"
+    )
     return DiffPrompt(text, line, context, f, tuple(lines), secrets, cursor_line)
 
 

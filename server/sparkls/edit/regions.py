@@ -18,8 +18,15 @@ from sparkls.text.nodes import ancestors
 
 FUNCTIONS: dict[str, frozenset[str]] = {
     "python": frozenset({"function_definition"}),
-    "javascript": frozenset({"function_declaration", "generator_function_declaration", "method_definition",
-                             "function_expression", "arrow_function"}),
+    "javascript": frozenset(
+        {
+            "function_declaration",
+            "generator_function_declaration",
+            "method_definition",
+            "function_expression",
+            "arrow_function",
+        }
+    ),
     "go": frozenset({"function_declaration", "method_declaration"}),
     "rust": frozenset({"function_item"}),
     "java": frozenset({"method_declaration", "constructor_declaration"}),
@@ -44,8 +51,20 @@ CLASSES["javascriptreact"] = CLASSES["javascript"]
 CLASSES["typescriptreact"] = CLASSES["typescript"]
 
 # Node types whose children are statements: a statement is a child of one of these.
-BLOCKS = frozenset({"module", "block", "program", "statement_block", "source_file", "compound_statement",
-                    "translation_unit", "class_body", "declaration_list", "field_declaration_list"})
+BLOCKS = frozenset(
+    {
+        "module",
+        "block",
+        "program",
+        "statement_block",
+        "source_file",
+        "compound_statement",
+        "translation_unit",
+        "class_body",
+        "declaration_list",
+        "field_declaration_list",
+    }
+)
 # Wrappers that belong to the definition they wrap (decorators, `export`).
 WRAPPERS = frozenset({"decorated_definition", "export_statement"})
 
@@ -53,7 +72,8 @@ WRAPPERS = frozenset({"decorated_definition", "export_statement"})
 _STUB = re.compile(
     r"^(pass|\.\.\.|raise NotImplementedError(\(.*\))?|todo!\(.*\)|unimplemented!\(.*\)|"
     r"throw new Error\(.*\);?|panic\(.*\)|return;?|(#|//)\s*todo.*|/\*\s*todo.*\*/)?$",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -122,8 +142,13 @@ def statement_at(doc: Document, start: int, end: int) -> Node | None:
     return None
 
 
-def region_for(doc: Document, start: int, end: int, prefer: tuple[str, ...] = ("function", "class", "statement"),
-               max_lines: int = 200) -> Region:
+def region_for(
+    doc: Document,
+    start: int,
+    end: int,
+    prefer: tuple[str, ...] = ("function", "class", "statement"),
+    max_lines: int = 200,
+) -> Region:
     """The region to rewrite for [start, end): a non-empty selection is its own lines; otherwise the
     first of `prefer` that encloses it and is at most `max_lines` long; else the touched lines."""
     if end > start and doc.text[start:end].strip():
@@ -136,8 +161,11 @@ def region_for(doc: Document, start: int, end: int, prefer: tuple[str, ...] = ("
         node = _wrapped(node)
         s, e = line_span(doc.text, *_node_range(doc, node))
         if doc.text.count("\n", s, e) <= max_lines:
-            inner = node if node.type not in WRAPPERS else next((c for c in node.named_children
-                                                                 if c.type not in ("decorator", "comment")), node)
+            inner = (
+                node
+                if node.type not in WRAPPERS
+                else next((c for c in node.named_children if c.type not in ("decorator", "comment")), node)
+            )
             return Region(s, e, kind, _name(doc, inner))
     s, e = line_span(doc.text, start, end)
     return Region(s, e, "lines")
@@ -156,8 +184,12 @@ def docstring_node(doc: Document, func: Node) -> Node | None:
     """Python: the string that opens the body; other languages: a comment right above the definition."""
     if doc.language == "python":
         first = next(iter(_body_statements(func)), None)
-        if first is not None and first.type == "expression_statement" and first.named_children and \
-                first.named_children[0].type == "string":
+        if (
+            first is not None
+            and first.type == "expression_statement"
+            and first.named_children
+            and first.named_children[0].type == "string"
+        ):
             return first
         return None
     outer = _wrapped(func)
@@ -188,8 +220,11 @@ def missing_annotations(doc: Document, func: Node) -> bool:
     """Python/TypeScript: a parameter without a type, or no return type (other languages are typed)."""
     if doc.language == "python":
         params = func.child_by_field_name("parameters")
-        names = [c for c in (params.named_children if params else []) if c.type in (
-            "identifier", "default_parameter", "list_splat_pattern", "dictionary_splat_pattern")]
+        names = [
+            c
+            for c in (params.named_children if params else [])
+            if c.type in ("identifier", "default_parameter", "list_splat_pattern", "dictionary_splat_pattern")
+        ]
         untyped = [c for c in names if doc.source[c.start_byte : c.end_byte].decode() not in ("self", "cls")]
         return bool(untyped) or func.child_by_field_name("return_type") is None
     if doc.language in ("typescript", "typescriptreact"):
@@ -199,4 +234,3 @@ def missing_annotations(doc: Document, func: Node) -> bool:
                 return True
         return func.child_by_field_name("return_type") is None and func.type != "arrow_function"
     return False
-

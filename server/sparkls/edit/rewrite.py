@@ -24,9 +24,11 @@ from sparkls.text.document import Document
 from sparkls.text.nodes import indentation
 from sparkls.workspace import redact
 
-SYSTEM = ("You are a precise code editor. You rewrite exactly the code you are given, change only what the "
-          "instruction asks, and keep the rest of it character for character. Reply with the rewritten code in "
-          "one fenced code block and nothing else.")
+SYSTEM = (
+    "You are a precise code editor. You rewrite exactly the code you are given, change only what the "
+    "instruction asks, and keep the rest of it character for character. Reply with the rewritten code in "
+    "one fenced code block and nothing else."
+)
 FENCE = "```"
 STOPS = ("<|im_end|>", "<|endoftext|>", "<|im_start|>", "\n" + FENCE)
 
@@ -61,12 +63,15 @@ def _context(doc: Document, start: int, end: int, before_lines: int, after_lines
 
 
 def chatml(system: str, user: str, assistant_prefix: str) -> str:
-    return (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-            f"<|im_start|>assistant\n{assistant_prefix}")
+    return (
+        f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+        f"<|im_start|>assistant\n{assistant_prefix}"
+    )
 
 
-def render(doc: Document, start: int, end: int, instruction: str, path: str = "",
-           before_lines: int = 0, after_lines: int = 0) -> RewritePrompt:
+def render(
+    doc: Document, start: int, end: int, instruction: str, path: str = "", before_lines: int = 0, after_lines: int = 0
+) -> RewritePrompt:
     """The prompt that asks for doc.text[start:end] rewritten according to `instruction` (secrets masked)."""
     region = doc.text[start:end]
     masked, secrets = redact.mask(doc.text, start, end)
@@ -77,12 +82,13 @@ def render(doc: Document, start: int, end: int, instruction: str, path: str = ""
     if imports and imports not in region:
         parts.append(f"The file's imports:\n{FENCE}{lang}\n{redact.redact(imports)}\n{FENCE}")
     if before.strip() or after.strip():
-        parts.append(f"Code around it (for reference only, do not repeat it):\n{FENCE}{lang}\n"
-                     f"{redact.redact(before)}<<< the code to rewrite is here >>>\n{redact.redact(after)}{FENCE}")
+        parts.append(
+            f"Code around it (for reference only, do not repeat it):\n{FENCE}{lang}\n"
+            f"{redact.redact(before)}<<< the code to rewrite is here >>>\n{redact.redact(after)}{FENCE}"
+        )
     parts.append(f"The code to rewrite:\n{FENCE}{lang}\n{masked.rstrip(chr(10))}\n{FENCE}")
     parts.append(f"Instruction: {redact.redact(instruction.strip())}")
-    return RewritePrompt(chatml(SYSTEM, "\n\n".join(parts), f"{FENCE}{lang}\n"), region, indentation(region),
-                         secrets)
+    return RewritePrompt(chatml(SYSTEM, "\n\n".join(parts), f"{FENCE}{lang}\n"), region, indentation(region), secrets)
 
 
 class LineReader:
@@ -141,11 +147,15 @@ def trim_echo(lines: list[str], region: str, before: str, after: str) -> list[st
     above = {ln.strip() for ln in before.splitlines() if ln.strip()} - inside
     below = {ln.strip() for ln in after.splitlines() if ln.strip()} - inside
     start, end = 0, len(lines)
-    while start < end and (lines[start].strip() in above or (not lines[start].strip() and start + 1 < end
-                                                              and lines[start + 1].strip() in above)):
+    while start < end and (
+        lines[start].strip() in above
+        or (not lines[start].strip() and start + 1 < end and lines[start + 1].strip() in above)
+    ):
         start += 1
-    while end > start and (lines[end - 1].strip() in below or (not lines[end - 1].strip() and end - 1 > start
-                                                               and lines[end - 2].strip() in below)):
+    while end > start and (
+        lines[end - 1].strip() in below
+        or (not lines[end - 1].strip() and end - 1 > start and lines[end - 2].strip() in below)
+    ):
         end -= 1
     region_lines = region.splitlines()
     if region_lines and region_lines[0].strip():  # blank lines the region does not start or end with
@@ -160,8 +170,11 @@ def trim_echo(lines: list[str], region: str, before: str, after: str) -> list[st
 def changed_lines(old: str, new: str) -> int:
     """Lines removed plus lines added between two texts."""
     a, b = old.splitlines(), new.splitlines()
-    return sum((i2 - i1) + (j2 - j1) for tag, i1, i2, j1, j2 in
-               difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal")
+    return sum(
+        (i2 - i1) + (j2 - j1)
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+        if tag != "equal"
+    )
 
 
 def finish_like(text: str, region: str) -> str:

@@ -84,10 +84,22 @@ class EditService:
         if cached is not None and cached.version == doc.version and cached.start <= cursor <= cached.end:
             return cached
         result, self._frames[doc.uri] = await generate.predict(
-            doc, cursor, self.histories.get(doc.uri), self.session.start_engine(), self.session.settings, priority,
-            self._frames.get(doc.uri))
-        log.info("%s next-edit v%d: %d edits, %.0f ms, %d tokens", result.request_id, doc.version,
-                 len(result.edits), result.total_ms, result.stats.decode_tokens)
+            doc,
+            cursor,
+            self.histories.get(doc.uri),
+            self.session.start_engine(),
+            self.session.settings,
+            priority,
+            self._frames.get(doc.uri),
+        )
+        log.info(
+            "%s next-edit v%d: %d edits, %.0f ms, %d tokens",
+            result.request_id,
+            doc.version,
+            len(result.edits),
+            result.total_ms,
+            result.stats.decode_tokens,
+        )
         self._predictions[doc.uri] = result
         if result.edits:  # what the buffer shows once it is accepted, and where the cursor is then
             last = result.edits[-1]
@@ -119,8 +131,9 @@ class EditService:
         self._prefetch[doc.uri] = asyncio.ensure_future(prefetch())
 
     # -- code actions ----------------------------------------------------------------------------
-    def code_actions(self, doc: Document, start: int, end: int,
-                     problems: list[actions.Problem]) -> list[actions.Action]:
+    def code_actions(
+        self, doc: Document, start: int, end: int, problems: list[actions.Problem]
+    ) -> list[actions.Action]:
         """The actions to offer for a range: none for an excluded document (its text never goes to the model);
         "Apply predicted edit" first when a prediction is ready for this version, else last (choosing it asks the
         model)."""
@@ -135,13 +148,20 @@ class EditService:
         if action.kind == "predicted":
             return await self.predict(doc, action.start, Priority.CODE_ACTION)
         instruction = actions.instruction_of(action, doc.language)
-        return await generate.rewrite_region(doc, action.start, action.end, instruction, self.session.start_engine(),
-                                             self.session.settings)
+        return await generate.rewrite_region(
+            doc, action.start, action.end, instruction, self.session.start_engine(), self.session.settings
+        )
 
     def stream(self, token: str, buffer: live.Buffer, doc: Document, action: actions.Action) -> live.StreamingEdit:
         """A streaming edit for `action`, registered under `token` until `finished`."""
-        s = live.StreamingEdit(buffer, self.session.start_engine(), self.session.settings, action.start, action.end,
-                               actions.instruction_of(action, doc.language))
+        s = live.StreamingEdit(
+            buffer,
+            self.session.start_engine(),
+            self.session.settings,
+            action.start,
+            action.end,
+            actions.instruction_of(action, doc.language),
+        )
         self._streams[token] = s
         return s
 

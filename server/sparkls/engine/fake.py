@@ -42,8 +42,14 @@ def scripted(response: str) -> Callable[[str], str] | str:
 class FakeEngine:
     name = "fake"
 
-    def __init__(self, script: Callable[[str], str] | str | None = None, token_delay_s: float = 0.0,
-                 chars_per_token: int = 3, recorder: Recorder | None = None, token_logprob: float = -0.05) -> None:
+    def __init__(
+        self,
+        script: Callable[[str], str] | str | None = None,
+        token_delay_s: float = 0.0,
+        chars_per_token: int = 3,
+        recorder: Recorder | None = None,
+        token_logprob: float = -0.05,
+    ) -> None:
         if isinstance(script, str):
             text = script
             self._script: Callable[[str], str] = lambda _p: text
@@ -72,9 +78,15 @@ class FakeEngine:
 
             def stats(reason: str) -> GenerationStats:
                 return GenerationStats(
-                    prompt_tokens=len(request.prompt) // 3, queue_ms=queue_ms, ttft_ms=ttft, decode_tokens=n,
-                    decode_ms=(time.perf_counter() - t1) * 1000, finish_reason=reason,
-                    priority=request.priority)
+                    prompt_tokens=len(request.prompt) // 3,
+                    queue_ms=queue_ms,
+                    ttft_ms=ttft,
+                    decode_tokens=n,
+                    decode_ms=(time.perf_counter() - t1) * 1000,
+                    finish_reason=reason,
+                    priority=request.priority,
+                )
+
             if request.warm:  # a warm-up computes nothing here and has no output
                 self.finished.append(request.id)
                 yield Finished(self.recorder.record(request.id, stats("warm")))

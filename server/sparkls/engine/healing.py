@@ -42,8 +42,11 @@ class Vocabulary:
     def _consistent(self, left: bytes) -> npt.NDArray[np.int64]:
         """Tokens that start with `left`, or are a non-empty prefix of it."""
         ids = self._by_first.get(left[0])
-        keep = [] if ids is None else [i for i in ids.tolist()
-                                       if self.pieces[i].startswith(left) or left.startswith(self.pieces[i])]
+        keep = (
+            []
+            if ids is None
+            else [i for i in ids.tolist() if self.pieces[i].startswith(left) or left.startswith(self.pieces[i])]
+        )
         return self._np.array(keep, dtype=self._np.int64)
 
 

@@ -75,8 +75,9 @@ class KvStates:
         saved first: it would lose at least `min_gain` tokens and no saved state already covers them."""
         if self.budget_bytes <= 0 or len(held) - kept < self.min_gain:
             return False
-        return not any(common_prefix(list(s.tokens), held) >= len(held) - self.min_gain // 2
-                       for s in self._states.values())
+        return not any(
+            common_prefix(list(s.tokens), held) >= len(held) - self.min_gain // 2 for s in self._states.values()
+        )
 
     def save(self, tokens: list[int], data: bytes) -> None:
         """Keep a state; saved states it extends (their tokens are a prefix of its) are dropped, then the least

@@ -98,8 +98,10 @@ def kernel_note(system_info: str, cpu_flags: str) -> str | None:
     """What the CPU could run faster than this llama.cpp build does (a portable AVX2 build on an AVX-512 CPU:
     prefill ~1.4x slower, docs/decisions/0003), or None."""
     if "avx512f" in cpu_flags.split() and "AVX512 = 1" not in system_info:
-        return ("this CPU has AVX-512 but the llama.cpp build uses AVX2 kernels: a build for this machine prefills "
-                "about 1.4x faster (docs/decisions/0003-cpu-kernels.md)")
+        return (
+            "this CPU has AVX-512 but the llama.cpp build uses AVX2 kernels: a build for this machine prefills "
+            "about 1.4x faster (docs/decisions/0003-cpu-kernels.md)"
+        )
     return None
 
 
@@ -174,9 +176,20 @@ class _Job:
 
     def stats(self, reason: str) -> GenerationStats:
         decode_ms = (time.perf_counter() - self.t_first) * 1000 if self.generated else 0.0
-        return GenerationStats(self.prompt_tokens, self.reused, self.queue_ms, self.prefill_ms, self.ttft_ms,
-                               self.generated, decode_ms, reason, self.req.priority, self.preemptions,
-                               self.drafted, self.accepted)
+        return GenerationStats(
+            self.prompt_tokens,
+            self.reused,
+            self.queue_ms,
+            self.prefill_ms,
+            self.ttft_ms,
+            self.generated,
+            decode_ms,
+            reason,
+            self.req.priority,
+            self.preemptions,
+            self.drafted,
+            self.accepted,
+        )
 
 
 class LlamaCppEngine:
@@ -243,8 +256,11 @@ class LlamaCppEngine:
             lines = _route_native_log(llama_cpp)
             with contextlib.redirect_stderr(lines):  # llama-cpp-python's prints (metadata, CPU features) too
                 self._llm = Llama(
-                    model_path=self.model_path, n_ctx=self.options.n_ctx, n_threads=threads,
-                    n_threads_batch=batch_threads, n_batch=self.options.n_batch,
+                    model_path=self.model_path,
+                    n_ctx=self.options.n_ctx,
+                    n_threads=threads,
+                    n_threads_batch=batch_threads,
+                    n_batch=self.options.n_batch,
                     # verbose=False would dup2 fds 1 and 2 to /dev/null during the load, process-wide:
                     # on stdio that silently eats every LSP response sent meanwhile. Log, then quiet it.
                     verbose=True,
@@ -378,8 +394,7 @@ class LlamaCppEngine:
             if held_at != prompt_at:
                 self._ctx.kv_cache_seq_shift(seq, held_at, held_at + n, prompt_at - held_at)
         _, prompt_at, n = moves[-1]
-        log.debug("sequence %d: %d cached runs moved; %d tokens reused, was %d", seq, len(moves), prompt_at + n,
-                  reused)
+        log.debug("sequence %d: %d cached runs moved; %d tokens reused, was %d", seq, len(moves), prompt_at + n, reused)
         self._slots[seq] = tokens[: prompt_at + n]
         return prompt_at + n
 
@@ -508,8 +523,10 @@ class LlamaCppEngine:
             batch = [tokens[-1], *draft]
             self._ctx.kv_cache_seq_rm(seq, n_past, -1)
             self._eval(seq, batch, n_past, logits_all=bool(draft))
-            logits = [np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,))
-                      for i in range(len(batch))]
+            logits = [
+                np.ctypeslib.as_array(llama_get_logits_ith(self._ctx.ctx, i), shape=(n_vocab,))
+                for i in range(len(batch))
+            ]
             if healing is not None:
                 tok, job.heal_left = choose(logits[0], healing, job.heal_left)
                 preds = [tok]
@@ -574,18 +591,26 @@ class LlamaCppEngine:
         return self._progress_at
 
     async def health(self) -> Health:
-        stats = {"preemptions": float(self._sched.preemptions), "waiting": float(self._sched.waiting()),
-                 "kv_states_saved": float(sum(s.saved for s in self._states)),
-                 "kv_states_restored": float(sum(s.restored for s in self._states)),
-                 "kv_states_bytes": float(sum(s.bytes for s in self._states))}
+        stats = {
+            "preemptions": float(self._sched.preemptions),
+            "waiting": float(self._sched.waiting()),
+            "kv_states_saved": float(sum(s.saved for s in self._states)),
+            "kv_states_restored": float(sum(s.restored for s in self._states)),
+            "kv_states_bytes": float(sum(s.bytes for s in self._states)),
+        }
         if not self._loaded.done():
             return Health(False, self.name, self.model_path, "loading", stats)
         if self._llm is None:
             return Health(False, self.name, self.model_path, f"load failed: {self._load_error}", stats)
         threads = self.options.threads or default_threads()
         batch_threads = self.options.prefill_threads or default_prefill_threads()
-        return Health(True, self.name, self.model_path,
-                      f"threads={threads} prefill_threads={batch_threads} n_ctx={self.options.n_ctx}", stats)
+        return Health(
+            True,
+            self.name,
+            self.model_path,
+            f"threads={threads} prefill_threads={batch_threads} n_ctx={self.options.n_ctx}",
+            stats,
+        )
 
     def model_metadata(self) -> dict[str, str]:
         if self._llm is None:

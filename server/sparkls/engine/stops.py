@@ -48,8 +48,8 @@ class StopSeam:
         if cut is not None:
             return text[:cut], True
         keep = stop_prefix_len(text, self.stops)
-        self.held = text[len(text) - keep:]
-        return text[:len(text) - keep], False
+        self.held = text[len(text) - keep :]
+        return text[: len(text) - keep], False
 
     def flush(self) -> str:
         held, self.held = self.held, ""

@@ -78,9 +78,13 @@ def _retrieve(task: asyncio.Future[Event]) -> None:
 
 
 class SupervisedEngine:
-    def __init__(self, build: Callable[[Recorder], Engine], options: SupervisorOptions | None = None,
-                 on_outage: Callable[[str], None] | None = None,
-                 on_recovered: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        build: Callable[[Recorder], Engine],
+        options: SupervisorOptions | None = None,
+        on_outage: Callable[[str], None] | None = None,
+        on_recovered: Callable[[str], None] | None = None,
+    ) -> None:
         self.options = options or SupervisorOptions()
         self.recorder = Recorder()
         self.completed = self.recorder.completed
@@ -174,8 +178,10 @@ class SupervisedEngine:
             raise EngineUnavailable(f"the {self.name} engine is closed")
         if self._down is not None:
             wait = max(0.0, self._retry_at - time.monotonic())
-            raise EngineUnavailable(f"the {self.name} engine is down ({self._down}); "
-                                    f"{f'next start in {wait:.0f} s' if wait else 'starting'}")
+            raise EngineUnavailable(
+                f"the {self.name} engine is down ({self._down}); "
+                f"{f'next start in {wait:.0f} s' if wait else 'starting'}"
+            )
         return self._engine
 
     def _served(self, engine: Engine) -> None:
@@ -286,7 +292,7 @@ class SupervisedEngine:
 
     async def _recover(self) -> None:
         while not self._closed:
-            delay = min(self.options.backoff_s * 2 ** self._attempt, self.options.max_backoff_s)
+            delay = min(self.options.backoff_s * 2**self._attempt, self.options.max_backoff_s)
             self._attempt += 1
             self.waits.append(delay)
             self._retry_at = time.monotonic() + delay

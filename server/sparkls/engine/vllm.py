@@ -77,7 +77,9 @@ def engine_args(o: VllmOptions, on_cpu: bool = False, cpu_bf16: bool = True) -> 
     vLLM's bf16 linear layers fall back to slow kernels (measured on an AVX2 AMD EPYC: TTFT 107 ms in bf16
     vs 25 ms in float32 on the benchmark model), so `dtype = "auto"` means float32 there."""
     args: dict[str, Any] = {
-        "model": o.model, "enable_prefix_caching": o.prefix_caching, "max_model_len": o.max_model_len,
+        "model": o.model,
+        "enable_prefix_caching": o.prefix_caching,
+        "max_model_len": o.max_model_len,
         "scheduling_policy": "priority" if o.priority_scheduling else "fcfs",
         "distributed_executor_backend": "uni",  # one device, no worker processes (extra_args may say otherwise)
     }
@@ -96,8 +98,12 @@ def engine_args(o: VllmOptions, on_cpu: bool = False, cpu_bf16: bool = True) -> 
     elif on_cpu and not cpu_bf16:
         args["dtype"] = "float32"
     if o.speculation == "ngram":
-        args["speculative_config"] = {"method": "ngram", "num_speculative_tokens": o.speculative_tokens,
-                                      "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+        args["speculative_config"] = {
+            "method": "ngram",
+            "num_speculative_tokens": o.speculative_tokens,
+            "prompt_lookup_max": 4,
+            "prompt_lookup_min": 2,
+        }
     args.update(o.extra_args)
     return args
 
@@ -156,13 +162,19 @@ class _Run:
 
         req = self.request
         params = SamplingParams(
-            max_tokens=1 if allowed else req.max_tokens - len(self.generated), temperature=req.temperature,
-            stop=list(self.stop_texts) or None, stop_token_ids=list(self.stop_token_ids) or None,
-            output_kind=RequestOutputKind.DELTA, skip_special_tokens=False, allowed_token_ids=allowed)
+            max_tokens=1 if allowed else req.max_tokens - len(self.generated),
+            temperature=req.temperature,
+            stop=list(self.stop_texts) or None,
+            stop_token_ids=list(self.stop_token_ids) or None,
+            output_kind=RequestOutputKind.DELTA,
+            skip_special_tokens=False,
+            allowed_token_ids=allowed,
+        )
         self.submits += 1
         self.live, self.paused = True, False
-        gen = llm.generate({"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id,
-                           priority=self.vllm_priority)
+        gen = llm.generate(
+            {"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id, priority=self.vllm_priority
+        )
         self.last, self.stopped = None, False
         try:
             async for out in gen:
@@ -211,12 +223,18 @@ class _Run:
         if m is not None and m.first_token_ts and m.scheduled_ts:
             engine_ttft = min(wall_ttft, (m.first_token_ts - m.scheduled_ts) * 1000)
         return GenerationStats(
-            prompt_tokens=len(self.ids), reused_tokens=int(getattr(self.first, "num_cached_tokens", 0) or 0),
+            prompt_tokens=len(self.ids),
+            reused_tokens=int(getattr(self.first, "num_cached_tokens", 0) or 0),
             reuse_known=self.first is not None,  # vLLM reports cached tokens with the first output only
-            queue_ms=(self.sent - self.t0) * 1000 + wall_ttft - engine_ttft, prefill_ms=engine_ttft,
-            ttft_ms=engine_ttft, decode_tokens=len(self.generated),
-            decode_ms=(now - self.t_first) * 1000 if self.t_first else 0.0, finish_reason=reason,
-            priority=self.request.priority, preemptions=self.vllm_preemptions + self.pauses)
+            queue_ms=(self.sent - self.t0) * 1000 + wall_ttft - engine_ttft,
+            prefill_ms=engine_ttft,
+            ttft_ms=engine_ttft,
+            decode_tokens=len(self.generated),
+            decode_ms=(now - self.t_first) * 1000 if self.t_first else 0.0,
+            finish_reason=reason,
+            priority=self.request.priority,
+            preemptions=self.vllm_preemptions + self.pauses,
+        )
 
 
 def _stat_logger_factory(counters: dict[str, float]) -> Any:
@@ -227,8 +245,9 @@ def _stat_logger_factory(counters: dict[str, float]) -> Any:
         def __init__(self, vllm_config: Any, engine_index: int = 0) -> None:
             pass
 
-        def record(self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None,
-                   engine_idx: int = 0) -> None:
+        def record(
+            self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
+        ) -> None:
             if scheduler_stats is not None:
                 pc = scheduler_stats.prefix_cache_stats
                 counters["prefix_cache_queries"] += pc.queries
@@ -275,8 +294,10 @@ class VllmEngine:
     def _load(self) -> None:
         try:
             if not self.options.model:
-                raise EngineError("the vllm engine needs `modelPath`: an HF checkpoint directory "
-                                  "(convert a GGUF with `sparkls convert-model`)")
+                raise EngineError(
+                    "the vllm engine needs `modelPath`: an HF checkpoint directory "
+                    "(convert a GGUF with `sparkls convert-model`)"
+                )
             self._stages.enter("importing vLLM")
             os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")  # before vllm is imported
             from vllm import AsyncEngineArgs  # lazy: only this backend needs vLLM
@@ -300,8 +321,13 @@ class VllmEngine:
             self._llm = llm
             self._stages.poll()
             self._stages.enter("ready")
-            log.info("vLLM engine ready in %.1fs: %s (%s; compile cache: %s)", time.perf_counter() - t0,
-                     self.options.model, self._stages.summary(), self._stages.compile_cache or "not reported")
+            log.info(
+                "vLLM engine ready in %.1fs: %s (%s; compile cache: %s)",
+                time.perf_counter() - t0,
+                self.options.model,
+                self._stages.summary(),
+                self._stages.compile_cache or "not reported",
+            )
         except BaseException as e:
             self._load_error = e
             log.exception("vLLM failed to start for %s", self.options.model)
@@ -394,7 +420,7 @@ class VllmEngine:
         `pause_lower`) a paused one waits for its turn, then resumes."""
         # Tokenized here so that an over-long prompt keeps its end (the cursor side), as in llama.cpp.
         ids = llm.get_tokenizer().encode(request.prompt, add_special_tokens=False)
-        ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1):]
+        ids = ids[-max(1, self.options.max_model_len - request.max_tokens - 1) :]
         vllm_priority = int(request.priority) if self.options.priority_scheduling else 0
         texts, token_ids = self._stops(request.stop)
         vocab = await self._vocabulary(llm) if request.heal else None
@@ -447,8 +473,9 @@ class VllmEngine:
 
             def build() -> Vocabulary:
                 special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
-                return Vocabulary([b"" if i in special else tokenizer.decode([i]).encode()
-                                   for i in range(len(tokenizer))])
+                return Vocabulary(
+                    [b"" if i in special else tokenizer.decode([i]).encode() for i in range(len(tokenizer))]
+                )
 
             self._vocab = await asyncio.to_thread(build)
         return self._vocab
@@ -488,16 +515,20 @@ class VllmEngine:
             return Health(False, self.name, o.model, "loading", dict(self.counters))
         if self._llm is None:
             return Health(False, self.name, o.model, f"failed to start: {self._load_error}", dict(self.counters))
-        detail = (f"prefix_caching={o.prefix_caching} policy={'priority' if o.priority_scheduling else 'fcfs'} "
-                  f"block_size={self._llm.vllm_config.cache_config.block_size} speculation={o.speculation} "
-                  f"compile_cache={(self._stages.compile_cache or 'not reported').replace(' ', '_')}")
+        detail = (
+            f"prefix_caching={o.prefix_caching} policy={'priority' if o.priority_scheduling else 'fcfs'} "
+            f"block_size={self._llm.vllm_config.cache_config.block_size} speculation={o.speculation} "
+            f"compile_cache={(self._stages.compile_cache or 'not reported').replace(' ', '_')}"
+        )
         return Health(True, self.name, o.model, detail, dict(self.counters))
 
     def model_metadata(self) -> dict[str, str]:
         if self._llm is None:
             return {}
-        return {"general.architecture": str(self._llm.model_config.hf_config.model_type),
-                "general.name": self.options.model}
+        return {
+            "general.architecture": str(self._llm.model_config.hf_config.model_type),
+            "general.name": self.options.model,
+        }
 
     async def close(self) -> None:
         self._closed = True

@@ -25,25 +25,36 @@ from typing import Any
 
 # (what vLLM logs, the stage it starts). First match wins; the order follows a start. CPU and GPU wording
 # of vLLM 0.1x-0.3x; an unknown line is ignored (the stage shown stays the last one known).
-STAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), s) for p, s in (
-    (r"Initializing a V1 LLM engine", "starting the engine core"),
-    (r"Starting to load model|Loading model from|Loading weights", "loading weights"),
-    (r"Compiling model again due to a load failure", "compiling the model (its compile cache did not load)"),
-    (r"Directly load (AOT compilation|the compiled graph)|load the compiled graph\(s\) .* from the cache",
-     "compiled model loaded from the cache"),
-    (r"Warming up model for the compilation|Start compiling|Compiling a graph|torch\.compile", "compiling the model"),
-    (r"Memory profiling|profiling run", "measuring memory"),
-    (r"KV cache size|for KV cache|KV cache memory|[Aa]llocat\w* .*KV cache", "allocating the KV cache"),
-    (r"Capturing CUDA graph|Graph capturing", "capturing CUDA graphs"),
-    (r"init engine .* took", "engine core ready"),
-))
+STAGES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), s)
+    for p, s in (
+        (r"Initializing a V1 LLM engine", "starting the engine core"),
+        (r"Starting to load model|Loading model from|Loading weights", "loading weights"),
+        (r"Compiling model again due to a load failure", "compiling the model (its compile cache did not load)"),
+        (
+            r"Directly load (AOT compilation|the compiled graph)|load the compiled graph\(s\) .* from the cache",
+            "compiled model loaded from the cache",
+        ),
+        (
+            r"Warming up model for the compilation|Start compiling|Compiling a graph|torch\.compile",
+            "compiling the model",
+        ),
+        (r"Memory profiling|profiling run", "measuring memory"),
+        (r"KV cache size|for KV cache|KV cache memory|[Aa]llocat\w* .*KV cache", "allocating the KV cache"),
+        (r"Capturing CUDA graph|Graph capturing", "capturing CUDA graphs"),
+        (r"init engine .* took", "engine core ready"),
+    )
+)
 # What became of vLLM's compile cache (`VLLM_CACHE_ROOT`), from the lines that say so.
 CACHE_HIT, CACHE_MISS, CACHE_BROKEN = "loaded from cache", "compiled and saved", "cache failed to load"
-CACHE: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), s) for p, s in (
-    (r"load failure", CACHE_BROKEN),
-    (r"Directly load", CACHE_HIT),
-    (r"saved AOT compiled function|Compiling a graph for dynamic shape takes|torch\.compile takes", CACHE_MISS),
-))
+CACHE: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p), s)
+    for p, s in (
+        (r"load failure", CACHE_BROKEN),
+        (r"Directly load", CACHE_HIT),
+        (r"saved AOT compiled function|Compiling a graph for dynamic shape takes|torch\.compile takes", CACHE_MISS),
+    )
+)
 
 
 def stage_of(message: str) -> str | None:
@@ -93,8 +104,7 @@ def logging_config(default: dict[str, Any], stage_file: Path, level: str) -> dic
     for formatter in config.get("formatters", {}).values():
         if "log_level" in formatter:
             formatter["log_level"] = level
-    config["handlers"]["sparkls_stages"] = {"()": f"{__name__}.StageHandler", "path": str(stage_file),
-                                            "level": "INFO"}
+    config["handlers"]["sparkls_stages"] = {"()": f"{__name__}.StageHandler", "path": str(stage_file), "level": "INFO"}
     logger = config["loggers"]["vllm"]
     logger["handlers"] = [*logger.get("handlers", []), "sparkls_stages"]
     logger["level"] = "DEBUG" if level == "DEBUG" else "INFO"

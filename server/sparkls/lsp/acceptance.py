@@ -74,8 +74,10 @@ class AcceptanceLedger:
     def __init__(self, kept: int = OFFERS_KEPT) -> None:
         self.kept = kept
         self._offers: OrderedDict[str, _Offer] = OrderedDict()
-        self._counts = {s: dict.fromkeys(("offered", "shown", "accepted", "partially_accepted", "dismissed",
-                                          "accepted_chars"), 0) for s in SOURCES}
+        self._counts = {
+            s: dict.fromkeys(("offered", "shown", "accepted", "partially_accepted", "dismissed", "accepted_chars"), 0)
+            for s in SOURCES
+        }
         self._lock = threading.Lock()
 
     def offered(self, request_id: str, source: str, length: int) -> bool:

@@ -50,8 +50,9 @@ def serving_metrics(telemetry: Telemetry, initialize: Handler) -> Handler:
         result = initialize(ls, params)
         problem = telemetry.start(ls.session.settings.metrics_port)
         if problem is not None:
-            ls.window_show_message(types.ShowMessageParams(type=types.MessageType.Warning,
-                                                           message=f"sparkls: {problem}"))
+            ls.window_show_message(
+                types.ShowMessageParams(type=types.MessageType.Warning, message=f"sparkls: {problem}")
+            )
         return result
 
     return initialize_and_serve

@@ -36,8 +36,11 @@ def index_of(doc: Document) -> LineIndex:
     return idx
 
 
-def change_span(doc: Document, change: types.TextDocumentContentChangeEvent, encoding: Encoding,
-                ) -> tuple[int, int, str]:
+def change_span(
+    doc: Document,
+    change: types.TextDocumentContentChangeEvent,
+    encoding: Encoding,
+) -> tuple[int, int, str]:
     """One `didChange` content change (incremental or whole text) as (start, end, new text) offsets."""
     if isinstance(change, types.TextDocumentContentChangePartial):
         idx = index_of(doc)
@@ -56,7 +59,8 @@ def cursor_offset(doc: Document, position: types.Position, encoding: Encoding) -
     if not idx.is_valid(position.line, position.character, encoding):
         raise InvalidPosition(
             f"position {position.line}:{position.character} ({encoding}) is outside {doc.uri} "
-            f"(version {doc.version}, {len(idx.starts)} lines)")
+            f"(version {doc.version}, {len(idx.starts)} lines)"
+        )
     return idx.offset(position.line, position.character, encoding)
 
 
@@ -70,15 +74,21 @@ def accepted_command(request_id: str) -> types.Command:
     return types.Command(title="sparkls: accepted", command=ACCEPTED, arguments=[{"requestId": request_id}])
 
 
-def inline_items(doc: Document, s: Suggestion, encoding: Encoding, command: types.Command | None = None,
-                 ) -> types.InlineCompletionList:
+def inline_items(
+    doc: Document,
+    s: Suggestion,
+    encoding: Encoding,
+    command: types.Command | None = None,
+) -> types.InlineCompletionList:
     if not s.text:
         return types.InlineCompletionList(items=[])
     idx = index_of(doc)
     pos = _position(idx, s.cursor, encoding)
-    return types.InlineCompletionList(items=[
-        types.InlineCompletionItem(insert_text=s.text, range=types.Range(start=pos, end=pos), command=command),
-    ])
+    return types.InlineCompletionList(
+        items=[
+            types.InlineCompletionItem(insert_text=s.text, range=types.Range(start=pos, end=pos), command=command),
+        ]
+    )
 
 
 def snippet_text(text: str) -> str:
@@ -86,8 +96,9 @@ def snippet_text(text: str) -> str:
     return text.replace("\\", "\\\\").replace("$", "\\$").replace("}", "\\}")
 
 
-def completion_items(doc: Document, s: Suggestion, encoding: Encoding, snippets: bool = False,
-                     command: types.Command | None = None) -> types.CompletionList:
+def completion_items(
+    doc: Document, s: Suggestion, encoding: Encoding, snippets: bool = False, command: types.Command | None = None
+) -> types.CompletionList:
     """One completion item whose `textEdit` replaces the word before the cursor (so clients filter it).
 
     For a client that takes snippets the text goes as a snippet (escaped, so it inserts literally): clients
@@ -102,37 +113,51 @@ def completion_items(doc: Document, s: Suggestion, encoding: Encoding, snippets:
     new_text = word + s.text
     first_line = new_text.split("\n", 1)[0].strip() or new_text.strip()
     label = first_line if len(first_line) <= 60 else first_line[:57] + "..."
-    return types.CompletionList(is_incomplete=True, items=[
-        types.CompletionItem(
-            label=label,
-            kind=types.CompletionItemKind.Snippet if "\n" in s.text else types.CompletionItemKind.Text,
-            detail="sparkls",
-            filter_text=word or None,
-            sort_text="0",
-            insert_text_format=types.InsertTextFormat.Snippet if snippets else types.InsertTextFormat.PlainText,
-            text_edit=types.TextEdit(
-                range=types.Range(start=_position(idx, start, encoding), end=_position(idx, s.cursor, encoding)),
-                new_text=snippet_text(new_text) if snippets else new_text),
-            command=command,
-        )
-    ])
+    return types.CompletionList(
+        is_incomplete=True,
+        items=[
+            types.CompletionItem(
+                label=label,
+                kind=types.CompletionItemKind.Snippet if "\n" in s.text else types.CompletionItemKind.Text,
+                detail="sparkls",
+                filter_text=word or None,
+                sort_text="0",
+                insert_text_format=types.InsertTextFormat.Snippet if snippets else types.InsertTextFormat.PlainText,
+                text_edit=types.TextEdit(
+                    range=types.Range(start=_position(idx, start, encoding), end=_position(idx, s.cursor, encoding)),
+                    new_text=snippet_text(new_text) if snippets else new_text,
+                ),
+                command=command,
+            )
+        ],
+    )
 
 
 def text_edits(doc: Document, edits: Sequence[Edit], encoding: Encoding) -> list[types.TextEdit]:
     """Pipeline edits (offsets into `doc.text`) as LSP `TextEdit`s in the negotiated encoding."""
     idx = index_of(doc)
-    return [types.TextEdit(range=types.Range(start=_position(idx, e.start, encoding),
-                                             end=_position(idx, e.end, encoding)), new_text=e.text)
-            for e in edits]
+    return [
+        types.TextEdit(
+            range=types.Range(start=_position(idx, e.start, encoding), end=_position(idx, e.end, encoding)),
+            new_text=e.text,
+        )
+        for e in edits
+    ]
 
 
-def workspace_edit(doc: Document, edits: Sequence[Edit], encoding: Encoding,
-                   document_changes: bool = True) -> types.WorkspaceEdit:
+def workspace_edit(
+    doc: Document, edits: Sequence[Edit], encoding: Encoding, document_changes: bool = True
+) -> types.WorkspaceEdit:
     """A `WorkspaceEdit` of minimal edits guarded by the version they were computed for (a
     `TextDocumentEdit`); a client without `documentChanges` support gets the plain `changes` map."""
     tes = text_edits(doc, edits, encoding)
     if not document_changes:
         return types.WorkspaceEdit(changes={doc.uri: tes})
-    return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(
-        text_document=types.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
-        edits=list(tes))])
+    return types.WorkspaceEdit(
+        document_changes=[
+            types.TextDocumentEdit(
+                text_document=types.OptionalVersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+                edits=list(tes),
+            )
+        ]
+    )

@@ -28,8 +28,11 @@ SUBPROTOCOL = "sparkls"
 TOKEN_PROTOCOL = "sparkls.token."  # a `Sec-WebSocket-Protocol` entry carrying the token (browsers cannot set headers)
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]")
 # Settings a client over the network may not choose, and the server flag (or variable) that sets them instead.
-GUARDED = {"modelPath": "sparkls serve --model-path", "openaiUrl": "sparkls serve --openai-url",
-           "openaiApiKey": f"the {API_KEY_ENV} environment variable"}
+GUARDED = {
+    "modelPath": "sparkls serve --model-path",
+    "openaiUrl": "sparkls serve --openai-url",
+    "openaiApiKey": f"the {API_KEY_ENV} environment variable",
+}
 
 
 class NetworkRefused(Exception):
@@ -128,8 +131,9 @@ class Guard:
         refused = [k for k in GUARDED if inner.get(k) not in (None, "")] if self.network else []
         dropped = GUARDED if self.network else {}
         kept = {k: v for k, v in inner.items() if k not in dropped} | dict(self.fixed)
-        messages = [f"`{k}` cannot be set by a client over the network; the server sets it ({GUARDED[k]})"
-                    for k in refused]
+        messages = [
+            f"`{k}` cannot be set by a client over the network; the server sets it ({GUARDED[k]})" for k in refused
+        ]
         return ({**options, "sparkls": kept} if nested else kept), messages
 
     def folders(self, folders: list[Path]) -> tuple[list[Path], list[str]]:
@@ -143,8 +147,10 @@ class Guard:
             if any(resolved == r or resolved.is_relative_to(r) for r in self.roots):
                 kept.append(folder)
             else:
-                messages.append(f"the workspace folder {folder} is outside the server's allowed roots "
-                                f"({', '.join(map(str, self.roots))}; `sparkls serve --root`): not read")
+                messages.append(
+                    f"the workspace folder {folder} is outside the server's allowed roots "
+                    f"({', '.join(map(str, self.roots))}; `sparkls serve --root`): not read"
+                )
         return kept, messages
 
 
@@ -175,14 +181,24 @@ class Listen:
     guard: Guard
 
 
-def plan(host: str, port: int, token_file: str, allow_origins: list[str], allow_remote: bool, roots: list[str],
-         fixed: Mapping[str, Any], env: Mapping[str, str]) -> Listen:
+def plan(
+    host: str,
+    port: int,
+    token_file: str,
+    allow_origins: list[str],
+    allow_remote: bool,
+    roots: list[str],
+    fixed: Mapping[str, Any],
+    env: Mapping[str, str],
+) -> Listen:
     """Check a network listen request and get its token (generated into the runtime dir on a loopback bind when
     the user gave none); NetworkRefused says why not."""
     loopback = is_loopback(host)
     if not loopback and not allow_remote:
-        raise NetworkRefused(f"{host} is not a loopback address: anyone who reaches it could drive the server "
-                             "(read your files, run the model). Bind 127.0.0.1, or pass --allow-remote with a token.")
+        raise NetworkRefused(
+            f"{host} is not a loopback address: anyone who reaches it could drive the server "
+            "(read your files, run the model). Bind 127.0.0.1, or pass --allow-remote with a token."
+        )
     token = read_token(token_file, env)
     path = None
     if token is None:
@@ -209,8 +225,9 @@ def tcp_problem(first: object, token: str) -> str | None:
     return None if same_token(given, token) else "wrong token"
 
 
-def handshake_problem(listen: Listen, port: int, header: Callable[[str], str | None],
-                      protocols: list[str]) -> tuple[int, str] | None:
+def handshake_problem(
+    listen: Listen, port: int, header: Callable[[str], str | None], protocols: list[str]
+) -> tuple[int, str] | None:
     """Why a WebSocket handshake is refused, as (HTTP status, reason); None when it may proceed."""
     origin = header("Origin")
     if not origin_ok(origin, listen.allow_origins):

@@ -67,7 +67,7 @@ def envelope_problem(value: object) -> tuple[int | str | None, str] | None:
     raw_id = value.get("id")
     msg_id = raw_id if isinstance(raw_id, str) or (isinstance(raw_id, int) and not isinstance(raw_id, bool)) else None
     if value.get("jsonrpc") != "2.0":
-        return msg_id, "jsonrpc must be \"2.0\""
+        return msg_id, 'jsonrpc must be "2.0"'
     if "id" in value and msg_id is None:
         return None, f"an id must be an integer or a string, not {raw_id!r}"[:200]
     if "method" in value:
@@ -86,8 +86,9 @@ class SparkProtocol(LanguageServerProtocol):
         self._initialize_received = False
         self._shutdown_received = False
 
-    async def serve(self, read: Callable[[], Awaitable[bytes]], stop: threading.Event,
-                    framer: Framer | None = None) -> None:
+    async def serve(
+        self, read: Callable[[], Awaitable[bytes]], stop: threading.Event, framer: Framer | None = None
+    ) -> None:
         """Read and handle messages until the stream ends, `stop` is set or `exit` ends the process (`framer`:
         one that has read the stream's start)."""
         framer = framer or Framer()
@@ -183,12 +184,20 @@ class SparkProtocol(LanguageServerProtocol):
         except Exception as e:
             if "id" in data and "method" in data:
                 log.warning("malformed %s request %r: %s", data.get("method"), data.get("id"), e)
-                self._send_response(data["id"], error=JsonRpcInvalidParams(
-                    f"malformed params for {data.get('method')}").to_response_error())
+                self._send_response(
+                    data["id"],
+                    error=JsonRpcInvalidParams(f"malformed params for {data.get('method')}").to_response_error(),
+                )
             raise
 
-    def _execute_handler(self, msg_id: Any, handler: Any, callback: Any, args: Any = None, kwargs: Any = None,
-                         ) -> None:
+    def _execute_handler(
+        self,
+        msg_id: Any,
+        handler: Any,
+        callback: Any,
+        args: Any = None,
+        kwargs: Any = None,
+    ) -> None:
         # pygls files the future of every notification, and of every handler a builtin generator yields to (our
         # didOpen/didChange/didClose forwards), under a fresh id in `_request_futures` and never takes it out:
         # one future per keystroke, kept for the server's life (found by the soak test). Take it out when done.
@@ -254,8 +263,12 @@ class SparkServer(LanguageServer):
     protocol: SparkProtocol
 
     def __init__(self) -> None:
-        super().__init__("sparkls", __version__, protocol_cls=SparkProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "sparkls",
+            __version__,
+            protocol_cls=SparkProtocol,
+            text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+        )
         self.session = Session()
         self.guard: Guard | None = None  # over a network transport: what a client may not choose
         self.active = False  # a network client is being served (one at a time)
@@ -308,8 +321,13 @@ class SparkServer(LanguageServer):
                 problem = "another client is connected"
             if problem is not None:
                 log.warning("refused a TCP client from %s: %s", peer, problem)
-                body = json.dumps({"jsonrpc": "2.0", "id": msg_id if isinstance(msg_id, int | str) else None,
-                                   "error": {"code": UNAUTHORIZED, "message": f"sparkls: {problem}"}}).encode()
+                body = json.dumps(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": msg_id if isinstance(msg_id, int | str) else None,
+                        "error": {"code": UNAUTHORIZED, "message": f"sparkls: {problem}"},
+                    }
+                ).encode()
                 with contextlib.suppress(OSError):
                     writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
                     await writer.drain()
@@ -382,6 +400,7 @@ class SparkServer(LanguageServer):
 
     def _serve_forever(self, kind: str, start: Callable[[], Awaitable[Any]]) -> None:
         """Run the listening server `start` opens until it is closed (`shutdown`)."""
+
         async def main() -> None:
             self._server = server = await start()
             log.info("serving %s on %s", kind, ", ".join(str(s.getsockname()) for s in server.sockets))

@@ -35,8 +35,9 @@ class Document:
     parse_limit: int = DEFAULT_PARSE_LIMIT
 
     @classmethod
-    def open(cls, uri: str, language_id: str | None, version: int, text: str,
-             parse_limit: int = DEFAULT_PARSE_LIMIT) -> Document:
+    def open(
+        cls, uri: str, language_id: str | None, version: int, text: str, parse_limit: int = DEFAULT_PARSE_LIMIT
+    ) -> Document:
         lang = syntax.language_id(language_id, uri)
         doc = cls(uri, lang, version, text, None, parse_limit)
         return doc._with_tree(None)
@@ -59,8 +60,11 @@ class Document:
 
     def _with_tree(self, old_tree: Tree | None) -> Document:
         if not self._parseable():
-            return self if self.tree is None else Document(
-                self.uri, self.language, self.version, self.text, None, self.parse_limit)
+            return (
+                self
+                if self.tree is None
+                else Document(self.uri, self.language, self.version, self.text, None, self.parse_limit)
+            )
         try:
             tree = syntax.parse(self.language, self.source, old_tree)
         except Exception:  # never let a parser problem lose the user's text

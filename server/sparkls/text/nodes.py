@@ -8,26 +8,50 @@ from sparkls.text.document import Document
 
 DEFINITIONS: dict[str, frozenset[str]] = {
     "python": frozenset({"function_definition", "class_definition"}),
-    "javascript": frozenset({"function_declaration", "generator_function_declaration", "class_declaration",
-                             "method_definition"}),
-    "typescript": frozenset({"function_declaration", "generator_function_declaration", "class_declaration",
-                             "method_definition", "interface_declaration", "abstract_class_declaration"}),
+    "javascript": frozenset(
+        {"function_declaration", "generator_function_declaration", "class_declaration", "method_definition"}
+    ),
+    "typescript": frozenset(
+        {
+            "function_declaration",
+            "generator_function_declaration",
+            "class_declaration",
+            "method_definition",
+            "interface_declaration",
+            "abstract_class_declaration",
+        }
+    ),
     "go": frozenset({"function_declaration", "method_declaration"}),
     "rust": frozenset({"function_item", "impl_item", "trait_item", "mod_item"}),
-    "java": frozenset({"class_declaration", "interface_declaration", "method_declaration",
-                       "constructor_declaration", "enum_declaration"}),
+    "java": frozenset(
+        {
+            "class_declaration",
+            "interface_declaration",
+            "method_declaration",
+            "constructor_declaration",
+            "enum_declaration",
+        }
+    ),
     "c": frozenset({"function_definition"}),
     "cpp": frozenset({"function_definition", "class_specifier", "namespace_definition"}),
 }
 DEFINITIONS["javascriptreact"] = DEFINITIONS["javascript"]
 DEFINITIONS["typescriptreact"] = DEFINITIONS["typescript"]
 
-IMPORTS = frozenset({
-    "import_statement", "import_from_statement", "future_import_statement",  # python, js/ts
-    "import_declaration", "package_clause", "package_declaration",  # go, java
-    "use_declaration", "extern_crate_declaration",  # rust
-    "preproc_include", "using_declaration",  # c, c++
-})
+IMPORTS = frozenset(
+    {
+        "import_statement",
+        "import_from_statement",
+        "future_import_statement",  # python, js/ts
+        "import_declaration",
+        "package_clause",
+        "package_declaration",  # go, java
+        "use_declaration",
+        "extern_crate_declaration",  # rust
+        "preproc_include",
+        "using_declaration",  # c, c++
+    }
+)
 
 INDENT_LANGUAGES = frozenset({"python"})
 

@@ -31,15 +31,40 @@ GRAMMARS: dict[str, tuple[str, str]] = {
 }
 
 EXTENSIONS: dict[str, str] = {
-    ".py": "python", ".pyi": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
-    ".jsx": "javascriptreact", ".ts": "typescript", ".mts": "typescript", ".cts": "typescript",
-    ".tsx": "typescriptreact", ".go": "go", ".rs": "rust", ".java": "java", ".c": "c", ".h": "c",
-    ".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
+    ".py": "python",
+    ".pyi": "python",
+    ".js": "javascript",
+    ".mjs": "javascript",
+    ".cjs": "javascript",
+    ".jsx": "javascriptreact",
+    ".ts": "typescript",
+    ".mts": "typescript",
+    ".cts": "typescript",
+    ".tsx": "typescriptreact",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cc": "cpp",
+    ".cpp": "cpp",
+    ".cxx": "cpp",
+    ".hpp": "cpp",
+    ".hh": "cpp",
 }
 
 # Names other editors use for the same languages.
-ALIASES = {"py": "python", "js": "javascript", "ts": "typescript", "tsx": "typescriptreact",
-           "jsx": "javascriptreact", "golang": "go", "rs": "rust", "c++": "cpp", "objective-c": "c"}
+ALIASES = {
+    "py": "python",
+    "js": "javascript",
+    "ts": "typescript",
+    "tsx": "typescriptreact",
+    "jsx": "javascriptreact",
+    "golang": "go",
+    "rs": "rust",
+    "c++": "cpp",
+    "objective-c": "c",
+}
 
 
 def language_id(language_id: str | None, uri: str) -> str:

@@ -30,8 +30,7 @@ class CodeActionsResponse:
 def read_code_actions_as_code_actions(client: Any) -> None:
     proto = client.protocol
     result_type = proto.get_result_type
-    proto.get_result_type = lambda m: (
-        CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m))
+    proto.get_result_type = lambda m: CodeActionsResponse if m == types.TEXT_DOCUMENT_CODE_ACTION else result_type(m)
 
 
 def position(text: str, offset: int) -> types.Position:
@@ -67,8 +66,13 @@ class Client:
         self.log_path = log_path
         self._drain: asyncio.Task[None] | None = None
 
-    async def start(self, options: dict[str, Any], root: Path | None = None,
-                    folders: Sequence[Path] | None = None, env: dict[str, str] | None = None) -> None:
+    async def start(
+        self,
+        options: dict[str, Any],
+        root: Path | None = None,
+        folders: Sequence[Path] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         """Start the server and initialize it; `root` (and `folders`, default `[root]`) become the
         initialize request's `rootUri` and `workspaceFolders`, the places the server reads other files from.
         `env` replaces the server's environment (a benchmark runs another checkout's server through it)."""
@@ -81,13 +85,20 @@ class Client:
             text_document=types.TextDocumentClientCapabilities(
                 inline_completion=types.InlineCompletionClientCapabilities(),
                 code_action=types.CodeActionClientCapabilities(
-                    resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"]))),
+                    resolve_support=types.ClientCodeActionResolveOptions(properties=["edit"])
+                ),
+            ),
             workspace=types.WorkspaceClientCapabilities(
                 workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
-                workspace_folders=True if workspace else None),
-            general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]))
-        await self.lc.initialize_async(types.InitializeParams(
-            capabilities=caps, initialization_options=options, root_uri=root_uri, workspace_folders=workspace))
+                workspace_folders=True if workspace else None,
+            ),
+            general=types.GeneralClientCapabilities(position_encodings=[types.PositionEncodingKind.Utf16]),
+        )
+        await self.lc.initialize_async(
+            types.InitializeParams(
+                capabilities=caps, initialization_options=options, root_uri=root_uri, workspace_folders=workspace
+            )
+        )
         self.lc.initialized(types.InitializedParams())
 
     def request(self, method: str, params: Any = None, msg_id: Any = None) -> asyncio.Future[Any]:
@@ -102,24 +113,35 @@ class Client:
         return health
 
     def open(self, uri: str, text: str, language: str, version: int = 1) -> None:
-        self.lc.text_document_did_open(types.DidOpenTextDocumentParams(
-            types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)))
+        self.lc.text_document_did_open(
+            types.DidOpenTextDocumentParams(
+                types.TextDocumentItem(uri=uri, language_id=language, version=version, text=text)
+            )
+        )
 
     def close(self, uri: str) -> None:
-        self.lc.text_document_did_close(types.DidCloseTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri=uri)))
+        self.lc.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri))
+        )
 
     def insert(self, uri: str, version: int, text: str, offset: int, new: str) -> None:
         pos = position(text, offset)
-        self.lc.text_document_did_change(types.DidChangeTextDocumentParams(
-            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
-            content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=new)]))
+        self.lc.text_document_did_change(
+            types.DidChangeTextDocumentParams(
+                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+                content_changes=[
+                    types.TextDocumentContentChangePartial(range=types.Range(start=pos, end=pos), text=new)
+                ],
+            )
+        )
 
     def inline_params(self, uri: str, text: str, offset: int, invoked: bool = False) -> types.InlineCompletionParams:
         kind = types.InlineCompletionTriggerKind.Invoked if invoked else types.InlineCompletionTriggerKind.Automatic
         return types.InlineCompletionParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=position(text, offset),
-            context=types.InlineCompletionContext(trigger_kind=kind))
+            text_document=types.TextDocumentIdentifier(uri=uri),
+            position=position(text, offset),
+            context=types.InlineCompletionContext(trigger_kind=kind),
+        )
 
     def cancel(self, msg_id: Any) -> None:
         self.lc.protocol.notify(types.CANCEL_REQUEST, types.CancelParams(id=msg_id))

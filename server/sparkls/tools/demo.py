@@ -45,8 +45,11 @@ async def _demo(engine: str, path: str | None, threads: int) -> int:
     print(f"sparkls demo: engine={engine}; loading the model...", flush=True)
     t = time.perf_counter()
     health = await client.wait_ready()
-    print(f"engine: {health.engine} ok={health.ok} model={health.model} {health.detail} "
-          f"({time.perf_counter() - t:.1f}s)\n", flush=True)
+    print(
+        f"engine: {health.engine} ok={health.ok} model={health.model} {health.detail} "
+        f"({time.perf_counter() - t:.1f}s)\n",
+        flush=True,
+    )
     if not health.ok:
         print("the engine is not available; run `sparkls doctor`", file=sys.stderr)
         await client.stop()
@@ -66,8 +69,11 @@ async def _demo(engine: str, path: str | None, threads: int) -> int:
             print(f"   │ {ln}")
         st, tm = rec.stats, rec.timings
         tps = st.decode_tokens / (st.decode_ms / 1000) if st.decode_ms else 0.0
-        print(f"   TTFT {tm.ttft_ms:.0f} ms · total {wall:.0f} ms · {st.decode_tokens} tokens at {tps:.1f} tok/s "
-              f"· prompt {st.prompt_tokens} tokens ({st.reused_tokens} reused from the KV cache)\n", flush=True)
+        print(
+            f"   TTFT {tm.ttft_ms:.0f} ms · total {wall:.0f} ms · {st.decode_tokens} tokens at {tps:.1f} tok/s "
+            f"· prompt {st.prompt_tokens} tokens ({st.reused_tokens} reused from the KV cache)\n",
+            flush=True,
+        )
     await client.stop()
     print(f"server log (per-stage timings): {log_path}")
     return 0

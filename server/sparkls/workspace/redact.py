@@ -35,21 +35,27 @@ class Secret:
 
 # ---- patterns -----------------------------------------------------------------------------------------------
 
-_PREFIXED: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(p)) for kind, p in (
-    ("aws-access-key", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    ("github-token", r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
-    ("gitlab-token", r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
-    ("slack-token", r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}"),
-    ("stripe-key", r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
-    ("google-api-key", r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])"),
-    ("api-key", r"(?<![A-Za-z0-9_-])sk-(?:proj-|ant-)?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{32,}"),
-    ("jwt", r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*"),
-))
+_PREFIXED: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (kind, re.compile(p))
+    for kind, p in (
+        ("aws-access-key", r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
+        ("github-token", r"(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})"),
+        ("gitlab-token", r"(?<![A-Za-z0-9_-])glpat-[A-Za-z0-9_-]{20,}"),
+        ("slack-token", r"(?<![A-Za-z0-9_-])xox[baprs]-[A-Za-z0-9-]{10,}"),
+        ("stripe-key", r"(?<![A-Za-z0-9_])[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
+        ("google-api-key", r"(?<![A-Za-z0-9_-])AIza[A-Za-z0-9_-]{35}(?![A-Za-z0-9_-])"),
+        ("api-key", r"(?<![A-Za-z0-9_-])sk-(?:proj-|ant-)?(?=[A-Za-z0-9_-]*\d)[A-Za-z0-9_-]{32,}"),
+        ("jwt", r"(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]*"),
+    )
+)
 # `Authorization: Bearer <token>` (any token of 8+ characters), or `bearer <token>` alone (20+, letters and digits).
-_AUTH = re.compile(r"(?i)(?P<header>authorization[\"']?\s*[:=,]\s*[\"']?)?\b(?P<scheme>bearer|basic|token)[ \t]+"
-                   r"(?P<value>[A-Za-z0-9._~+/-]+=*)")
+_AUTH = re.compile(
+    r"(?i)(?P<header>authorization[\"']?\s*[:=,]\s*[\"']?)?\b(?P<scheme>bearer|basic|token)[ \t]+"
+    r"(?P<value>[A-Za-z0-9._~+/-]+=*)"
+)
 _URL_PASSWORD = re.compile(
-    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/@\"'<>{}$]++:(?P<value>[^\s/@\"'<>{}$]++)@")
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://[^\s:/@\"'<>{}$]++:(?P<value>[^\s/@\"'<>{}$]++)@"
+)
 # A name holding a keyword: checked once from the name's start (a lookahead), then taken whole and never given
 # back (possessive), so a long identifier costs its length, not its length squared.
 _NAME = r"(?=[\w.-]*?(?:key|secret|token|passw(?:or)?d|pwd|credential))[\w.-]++"
@@ -57,11 +63,15 @@ _NAME = r"(?=[\w.-]*?(?:key|secret|token|passw(?:or)?d|pwd|credential))[\w.-]++"
 # a literal left open at the end of the line (being typed) counts.
 _ASSIGNED = re.compile(
     rf"(?i)(?<![\w.$-])(?P<name>{_NAME})[\"']?\]?[ \t]*(?::[ \t]*[&'\w\[\]., |<>]{{1,60}}?[ \t]*)?"
-    r"(?:==|:=|=>|=|:|,)[ \t]*[rRbBuU]{0,2}(?P<q>[\"'`])(?P<value>[^\"'`\s]++)(?:(?P=q)|[ \t]*$)", re.MULTILINE)
+    r"(?:==|:=|=>|=|:|,)[ \t]*[rRbBuU]{0,2}(?P<q>[\"'`])(?P<value>[^\"'`\s]++)(?:(?P=q)|[ \t]*$)",
+    re.MULTILINE,
+)
 # Unquoted, in configuration files: `API_KEY=value`, `export TOKEN=value`, `secret: value`.
 _CONFIGURED = re.compile(
     rf"(?i)^[ \t]*(?:export[ \t]+|-[ \t]+)?(?P<name>{_NAME})[ \t]*[=:][ \t]*"
-    r"(?P<value>[^\s\"'`#;,]++)[ \t]*(?:[#;].*)?$", re.MULTILINE)
+    r"(?P<value>[^\s\"'`#;,]++)[ \t]*(?:[#;].*)?$",
+    re.MULTILINE,
+)
 _CODE_REFERENCE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\))?")  # settings.SECRET_KEY: code, not a value
 
 _PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
@@ -74,6 +84,7 @@ _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{20,}")
 
 # ---- finding ------------------------------------------------------------------------------------------------
 
+
 def _entropy(s: str) -> float:
     """Shannon entropy in bits per character."""
     n = len(s)
@@ -83,6 +94,7 @@ def _entropy(s: str) -> float:
 def _transitions(s: str) -> int:
     """Changes between lower case, upper case and digits from one character to the next: a random string has many,
     words and numbers few."""
+
     def kind(c: str) -> int:
         return 0 if c.isdigit() else 1 if c.islower() else 2
 
@@ -154,7 +166,8 @@ def _found(text: str) -> list[Secret]:
     for m in _AUTH.finditer(text):
         value = m["value"]
         if (m["header"] is not None and len(value) >= 8) or (
-                m["scheme"].lower() == "bearer" and len(value) >= 20 and any(c.isdigit() for c in value)):
+            m["scheme"].lower() == "bearer" and len(value) >= 20 and any(c.isdigit() for c in value)
+        ):
             out.append(Secret(m.start("value"), m.end("value"), "authorization"))
     out.extend(Secret(m.start("value"), m.end("value"), "url-password") for m in _URL_PASSWORD.finditer(text))
     for pattern in (_ASSIGNED, _CONFIGURED):
@@ -178,6 +191,7 @@ def find(text: str) -> list[Secret]:
 
 
 # ---- replacing ----------------------------------------------------------------------------------------------
+
 
 def redact(text: str) -> str:
     """`text` with every secret value replaced by `<redacted>`."""
@@ -240,8 +254,9 @@ def on_line(text: str, offset: int) -> bool:
     end = text.find("\n", offset)
     end = len(text) if end == -1 else end
     above = text.rfind("\n", 0, max(0, start - 1)) + 1
-    if any(s.end > start - above for s in find(text[above:end])) or \
-            any(s.end > start - above for s in find(text[above:offset])):
+    if any(s.end > start - above for s in find(text[above:end])) or any(
+        s.end > start - above for s in find(text[above:offset])
+    ):
         return True
     line = text[start:end]
     if "PRIVATE KEY" not in line and not (set(line) <= _BODY and _BASE64_RUN.search(line)):

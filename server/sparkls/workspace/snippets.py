@@ -29,10 +29,22 @@ SHORT_LINES = 12  # a definition this short goes in whole
 WINDOW, STEP = 12, 6  # similarity windows: lines, and lines between their starts
 MAX_FILES = 48  # candidate files per gather
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_CLASSLIKE = frozenset({
-    "class_definition", "class_declaration", "abstract_class_declaration", "interface_declaration", "enum_declaration",
-    "record_declaration", "struct_item", "enum_item", "trait_item", "impl_item", "union_item", "type_declaration",
-})
+_CLASSLIKE = frozenset(
+    {
+        "class_definition",
+        "class_declaration",
+        "abstract_class_declaration",
+        "interface_declaration",
+        "enum_declaration",
+        "record_declaration",
+        "struct_item",
+        "enum_item",
+        "trait_item",
+        "impl_item",
+        "union_item",
+        "type_declaration",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +56,7 @@ class Snippet:
 
 
 # ---- outlines -----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Definition:
@@ -74,10 +87,12 @@ def _names(doc: Document, node: Node) -> list[str]:
     if t == "expression_statement" and node.named_children and node.named_children[0].type == "assignment":
         left = node.named_children[0].child_by_field_name("left")
         return [_text(doc, left.start_byte, left.end_byte)] if left and left.type == "identifier" else []
-    if t in ("lexical_declaration", "variable_declaration", "type_declaration", "const_declaration",
-             "var_declaration"):
-        specs = [c for c in node.named_children if c.type in ("variable_declarator", "type_spec", "type_alias",
-                                                               "const_spec", "var_spec")]
+    if t in ("lexical_declaration", "variable_declaration", "type_declaration", "const_declaration", "var_declaration"):
+        specs = [
+            c
+            for c in node.named_children
+            if c.type in ("variable_declarator", "type_spec", "type_alias", "const_spec", "var_spec")
+        ]
         return [n for s in specs for n in _names(doc, s)]
     name = node.child_by_field_name("name")
     if name is None or t.endswith(("statement", "comment")):
@@ -141,8 +156,11 @@ def _render(doc: Document, outer: Node, inner: Node) -> tuple[str, str, str] | N
     if body is None:
         return None
     if inner.type in _CLASSLIKE:
-        return (_class_outline(doc, outer, body, methods=True), _class_outline(doc, outer, body, methods=False),
-                _stub(doc, outer, body))
+        return (
+            _class_outline(doc, outer, body, methods=True),
+            _class_outline(doc, outer, body, methods=False),
+            _stub(doc, outer, body),
+        )
     owner = body.parent if body.parent is not None else inner
     text = _text(doc, outer.start_byte, owner.start_byte) + signature(doc, owner)
     return text, text, text
@@ -155,8 +173,11 @@ def _outline(source: Document) -> _Outline:
     if cached is not None:
         return cached
     shown = redact(source.text)
-    doc = source if shown == source.text else Document.open(source.uri, source.language, source.version, shown,
-                                                             source.parse_limit)
+    doc = (
+        source
+        if shown == source.text
+        else Document.open(source.uri, source.language, source.version, shown, source.parse_limit)
+    )
     defs: list[_Definition] = []
     for outer in doc.tree.root_node.children if doc.tree is not None else []:
         field = {"decorated_definition": "definition", "export_statement": "declaration"}.get(outer.type)
@@ -166,8 +187,10 @@ def _outline(source: Document) -> _Outline:
         defs.extend(_Definition(n, outer.start_point[0], outer.end_point[0], *rendered) for n in names if rendered)
     lines = tuple(doc.text.splitlines())
     body = min((d.first for d in defs), default=0)  # the imports above it match every file's names: no windows
-    windows = tuple((s, frozenset(_IDENT.findall("\n".join(lines[s : s + WINDOW]))))
-                    for s in range(body, max(len(lines) - WINDOW, body) + STEP, STEP))
+    windows = tuple(
+        (s, frozenset(_IDENT.findall("\n".join(lines[s : s + WINDOW]))))
+        for s in range(body, max(len(lines) - WINDOW, body) + STEP, STEP)
+    )
     result = _Outline(lines, tuple(defs), tuple(w for w in windows if w[1]))
     _OUTLINES[source] = result
     return result
@@ -177,6 +200,7 @@ _OUTLINES: WeakKeyDictionary[Document, _Outline] = WeakKeyDictionary()
 
 
 # ---- choosing -----------------------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class _Candidate:
@@ -213,8 +237,20 @@ def _candidates(doc: Document, open_docs: Mapping[str, Document], index: Workspa
     return out
 
 
-def gather(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceIndex | None, near: str,
-           budget_chars: int) -> list[Snippet]:
+def _similar_windows(cands: list[_Candidate], used: frozenset[str]) -> list[tuple[int, int]]:
+    """(candidate, first line) of every window sharing an identifier with `used`, most similar first (Jaccard)."""
+    scored = sorted(
+        (-common / (len(ids) + len(used) - common), ci, start)
+        for ci, c in enumerate(cands)
+        for start, ids in c.outline.windows
+        if (common := len(ids & used))
+    )
+    return [(ci, start) for _, ci, start in scored]
+
+
+def gather(
+    doc: Document, open_docs: Mapping[str, Document], index: WorkspaceIndex | None, near: str, budget_chars: int
+) -> list[Snippet]:
     """Context from other files for a completion in `doc`, `near` being the code around the cursor.
 
     Three passes over the files it imports and the open documents: (1) the header of every top-level definition
@@ -244,8 +280,13 @@ def gather(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceInd
         spent += cost
         return True
 
-    wanted = sorted((d.name not in used, ci, i) for ci, c in enumerate(cands) if c.imported
-                    for i, d in enumerate(c.outline.definitions) if d.name in used or d.name in c.names)
+    wanted = sorted(
+        (d.name not in used, ci, i)
+        for ci, c in enumerate(cands)
+        if c.imported
+        for i, d in enumerate(c.outline.definitions)
+        if d.name in used or d.name in c.names
+    )
     for _, ci, i in wanted:
         d = cands[ci].outline.definitions[i]
         put(ci, d.first, d.last, d.stub)
@@ -257,9 +298,7 @@ def gather(doc: Document, open_docs: Mapping[str, Document], index: WorkspaceInd
             if text != d.stub and put(ci, d.first, d.last, text):
                 break
     if used:
-        scored = sorted((-common / (len(ids) + len(used) - common), ci, start) for ci, c in enumerate(cands)
-                        for start, ids in c.outline.windows if (common := len(ids & used)))  # Jaccard
-        for _, ci, start in scored:
+        for ci, start in _similar_windows(cands, used):
             if budget_chars - spent < 64:
                 break  # no room left for a window
             lines = cands[ci].outline.lines

@@ -45,12 +45,14 @@ def _listed(ls: SparkServer, doc: Document, a: actions.Action, ready: EditResult
     kind = KIND.get(a.kind, types.CodeActionKind.RefactorRewrite)
     if a.kind == "predicted" and ready is not None:
         return types.CodeAction(title=a.title, kind=kind, edit=workspace_edit(ls, doc, ready.edits), is_preferred=True)
-    resolve = resolves_edits(ls) and (a.kind == "predicted" or (a.kind != "rewrite" and
-                                                                not ls.session.settings.edit_streaming))
+    resolve = resolves_edits(ls) and (
+        a.kind == "predicted" or (a.kind != "rewrite" and not ls.session.settings.edit_streaming)
+    )
     if resolve:
         return types.CodeAction(title=a.title, kind=kind, data=a.to_data())
-    return types.CodeAction(title=a.title, kind=kind,
-                            command=types.Command(title=a.title, command=APPLY, arguments=[a.to_data()]))
+    return types.CodeAction(
+        title=a.title, kind=kind, command=types.Command(title=a.title, command=APPLY, arguments=[a.to_data()])
+    )
 
 
 def code_action(ls: SparkServer, params: types.CodeActionParams) -> list[types.CodeAction]:
@@ -73,8 +75,14 @@ async def run_action(ls: SparkServer, a: actions.Action) -> tuple[Document, list
     result = await served(ls, a.uri, ls.edits.run_action(doc, a))
     if result is None:
         return None
-    log.info("%s %s: %d edits, %d chars changed, %.0f ms", result.request_id, a.kind, len(result.edits),
-             sum(e.end - e.start + len(e.text) for e in result.edits), result.total_ms)
+    log.info(
+        "%s %s: %d edits, %d chars changed, %.0f ms",
+        result.request_id,
+        a.kind,
+        len(result.edits),
+        sum(e.end - e.start + len(e.text) for e in result.edits),
+        result.total_ms,
+    )
     return doc, result.edits
 
 
@@ -88,8 +96,13 @@ async def code_action_resolve(ls: SparkServer, params: types.CodeAction) -> type
 
 
 FEATURES = [
-    (types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
-        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite],
-        resolve_provider=True), code_action),
+    (
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(
+            code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.RefactorRewrite],
+            resolve_provider=True,
+        ),
+        code_action,
+    ),
     (types.CODE_ACTION_RESOLVE, None, code_action_resolve),
 ]

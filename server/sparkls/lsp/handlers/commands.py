@@ -40,8 +40,9 @@ class LspBuffer:
         return self.ls.session.snapshot(self.uri)
 
     async def apply(self, doc: Document, edits: list[Edit]) -> bool:
-        r = await self.ls.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(
-            edit=workspace_edit(self.ls, doc, edits), label="sparkls"))
+        r = await self.ls.workspace_apply_edit_async(
+            types.ApplyWorkspaceEditParams(edit=workspace_edit(self.ls, doc, edits), label="sparkls")
+        )
         if not r.applied:
             log.info("client refused an edit for v%d: %s", doc.version, r.failure_reason)
         return bool(r.applied)
@@ -54,13 +55,19 @@ class LspBuffer:
 
     def progress(self, message: str) -> None:
         if self.token is not None:
-            self.ls.work_done_progress.report(self.token, types.WorkDoneProgressReport(
-                message=message, cancellable=True))
+            self.ls.work_done_progress.report(
+                self.token, types.WorkDoneProgressReport(message=message, cancellable=True)
+            )
 
 
 def _report(o: live.Outcome, reason: str) -> dict[str, Any]:
-    return {"reason": reason, "lines": o.lines, "applied": o.applied, "redirects": o.redirects,
-            "requestIds": o.request_ids}
+    return {
+        "reason": reason,
+        "lines": o.lines,
+        "applied": o.applied,
+        "redirects": o.redirects,
+        "requestIds": o.request_ids,
+    }
 
 
 async def run_stream(ls: SparkServer, doc: Document, a: actions.Action) -> dict[str, Any]:
@@ -108,16 +115,23 @@ async def apply_action(ls: SparkServer, *args: Any) -> dict[str, Any]:
         raise JsonRpcInvalidParams("a rewrite needs an instruction (the command's `instruction` argument)")
     doc = for_model(ls, a.uri)
     if doc.version != a.version:
-        raise JsonRpcInvalidParams(f"the action was listed for version {a.version}; the document is at "
-                                   f"{doc.version}: ask for code actions again")
+        raise JsonRpcInvalidParams(
+            f"the action was listed for version {a.version}; the document is at "
+            f"{doc.version}: ask for code actions again"
+        )
     if a.kind != "predicted" and ls.session.settings.edit_streaming:
         return await run_stream(ls, doc, a)
     found = await run_action(ls, a)
     if found is None:
         return {"reason": "stale", "lines": 0, "applied": 0, "redirects": 0, "requestIds": []}
     applied = await LspBuffer(ls, a.uri, None).apply(*found)
-    return {"reason": "done" if applied else "refused", "lines": 0, "applied": int(applied), "redirects": 0,
-            "requestIds": []}
+    return {
+        "reason": "done" if applied else "refused",
+        "lines": 0,
+        "applied": int(applied),
+        "redirects": 0,
+        "requestIds": [],
+    }
 
 
 async def redirect(ls: SparkServer, *args: Any) -> dict[str, Any]:
@@ -128,8 +142,12 @@ async def redirect(ls: SparkServer, *args: Any) -> dict[str, Any]:
     token = ls.edits.redirect(instruction, uri)
     if token is None:
         excluded = uri is not None and ls.session.excluded(uri)
-        return {"redirected": False, "reason": "the document matches an exclusion glob (excludeFiles)" if excluded
-                else "no streaming edit is running"}
+        return {
+            "redirected": False,
+            "reason": "the document matches an exclusion glob (excludeFiles)"
+            if excluded
+            else "no streaming edit is running",
+        }
     return {"redirected": True, "token": token}
 
 

@@ -125,8 +125,9 @@ async def begin_progress(ls: SparkServer, token: str, title: str, cancellable: b
         return False
     try:
         await asyncio.wait_for(ls.work_done_progress.create_async(token), 5)
-        ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title=title, cancellable=cancellable,
-                                                                       message=message or None))
+        ls.work_done_progress.begin(
+            token, types.WorkDoneProgressBegin(title=title, cancellable=cancellable, message=message or None)
+        )
     except Exception:
         log.info("client did not create progress %s; going on without it", token, exc_info=True)
         return False

@@ -23,8 +23,12 @@ from sparkls.text.document import Document
 log = logging.getLogger("sparkls")
 
 
-async def _suggestion(ls: SparkServer, uri: str, position: types.Position, invoked: bool = False,
-                      ) -> tuple[Document, Suggestion] | None:
+async def _suggestion(
+    ls: SparkServer,
+    uri: str,
+    position: types.Position,
+    invoked: bool = False,
+) -> tuple[Document, Suggestion] | None:
     doc = snapshot(ls, uri)
     cursor = offset(ls, doc, position)
     s = await served(ls, uri, ls.completions.suggest(doc, cursor, invoked))
@@ -66,7 +70,7 @@ def cursor(ls: SparkServer, params: Any) -> None:
     doc_id, pos = getattr(params, "textDocument", None), getattr(params, "position", None)
     uri, line, character = getattr(doc_id, "uri", None), getattr(pos, "line", None), getattr(pos, "character", None)
     if not isinstance(uri, str) or not isinstance(line, int) or not isinstance(character, int):
-        log.warning("sparkls/cursor takes {\"textDocument\": {\"uri\": ...}, \"position\": {\"line\", \"character\"}}")
+        log.warning('sparkls/cursor takes {"textDocument": {"uri": ...}, "position": {"line", "character"}}')
         return
     doc = ls.session.documents.get(uri)
     if doc is None:
@@ -85,10 +89,16 @@ def acceptance(ls: SparkServer, params: Any) -> None:
     notification): what the user did with an offer. Malformed params are logged and ignored; an unknown or
     repeated one is ignored (logged at debug)."""
     rid, event, chars = (field_of(params, k) for k in ("requestId", "event", "acceptedChars"))
-    if not isinstance(rid, str) or not isinstance(event, str) or not (
-            chars is None or (isinstance(chars, int) and not isinstance(chars, bool))):
-        log.warning("sparkls/acceptance takes {\"requestId\": str, \"event\": \"shown\" | \"partial\" | "
-                    "\"dismissed\", \"acceptedChars\"?: int}, not %.200r", params)
+    if (
+        not isinstance(rid, str)
+        or not isinstance(event, str)
+        or not (chars is None or (isinstance(chars, int) and not isinstance(chars, bool)))
+    ):
+        log.warning(
+            'sparkls/acceptance takes {"requestId": str, "event": "shown" | "partial" | '
+            '"dismissed", "acceptedChars"?: int}, not %.200r',
+            params,
+        )
         return
     try:
         counted = ls.acceptance.reported(rid, event, chars)
@@ -96,37 +106,69 @@ def acceptance(ls: SparkServer, params: Any) -> None:
         log.warning("sparkls/acceptance: %s", e)
         return
     if not counted:
-        log.debug("sparkls/acceptance: %s %s changes nothing (unknown, forgotten, repeated or already ended)",
-                  event, rid)
+        log.debug(
+            "sparkls/acceptance: %s %s changes nothing (unknown, forgotten, repeated or already ended)", event, rid
+        )
 
 
 def _acceptance_counts(c: AcceptanceCounts) -> dict[str, object]:
-    return {"offered": c.offered, "shown": c.shown, "accepted": c.accepted, "partiallyAccepted": c.partially_accepted,
-            "dismissed": c.dismissed, "acceptedChars": c.accepted_chars, "rateOfShown": c.rate_of_shown,
-            "rateOfOffered": c.rate_of_offered}
+    return {
+        "offered": c.offered,
+        "shown": c.shown,
+        "accepted": c.accepted,
+        "partiallyAccepted": c.partially_accepted,
+        "dismissed": c.dismissed,
+        "acceptedChars": c.accepted_chars,
+        "rateOfShown": c.rate_of_shown,
+        "rateOfOffered": c.rate_of_offered,
+    }
 
 
 async def metrics(ls: SparkServer, params: Any) -> dict[str, object]:
     """Recent suggestions with per-stage timings, the engine's recent requests, per-class summary, and what became
     of the offers per source (`acceptance`)."""
     m = await ls.completions.metrics()
-    suggestions = [{"requestId": s.request_id, "uri": s.uri, "version": s.version, "source": s.source,
-                    "mode": s.mode, "text": s.text,
-                    "timings": asdict(s.timings) | {"overhead_ms": s.timings.overhead_ms}, "stats": asdict(s.stats)}
-                   for s in m.suggestions]
-    return {"suggestions": suggestions, "engine": [{"requestId": rid, **asdict(st)} for rid, st in m.engine_requests],
-            "engineName": m.engine_name, "classes": m.classes, "engineStats": m.engine_stats,
-            "acceptance": {source: _acceptance_counts(c) for source, c in ls.acceptance.counts().items()}}
+    suggestions = [
+        {
+            "requestId": s.request_id,
+            "uri": s.uri,
+            "version": s.version,
+            "source": s.source,
+            "mode": s.mode,
+            "text": s.text,
+            "timings": asdict(s.timings) | {"overhead_ms": s.timings.overhead_ms},
+            "stats": asdict(s.stats),
+        }
+        for s in m.suggestions
+    ]
+    return {
+        "suggestions": suggestions,
+        "engine": [{"requestId": rid, **asdict(st)} for rid, st in m.engine_requests],
+        "engineName": m.engine_name,
+        "classes": m.classes,
+        "engineStats": m.engine_stats,
+        "acceptance": {source: _acceptance_counts(c) for source, c in ls.acceptance.counts().items()},
+    }
 
 
 async def health(ls: SparkServer, params: Any) -> dict[str, object]:
     """The engine's state and counters, and the server's own load: what a soak test reads for leaks."""
     h = await ls.session.health()
-    server = {"tasks": len(asyncio.all_tasks()), "requestsInFlight": len(ls.protocol._request_futures),
-              "suggestionJobs": ls.completions.running, "documents": len(ls.session.documents),
-              "rssBytes": rss_bytes()}
-    return {"ok": h.ok, "engine": h.engine, "model": h.model, "detail": h.detail, "stats": dict(h.stats),
-            "server": server}
+    server = {
+        "tasks": len(asyncio.all_tasks()),
+        "requestsInFlight": len(ls.protocol._request_futures),
+        "suggestionJobs": ls.completions.running,
+        "documents": len(ls.session.documents),
+        "rssBytes": rss_bytes(),
+    }
+    return {
+        "ok": h.ok,
+        "engine": h.engine,
+        "model": h.model,
+        "detail": h.detail,
+        "stats": dict(h.stats),
+        "server": server,
+    }
 
 
 def rss_bytes() -> int:

@@ -25,8 +25,15 @@ async def copilot_inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
     if result is None or not result.edits:
         return {"edits": []}
     edit = convert.text_edits(doc, [diff.joined(doc.text, result.edits)], "utf-16")[0]
-    return {"edits": [{"range": ls.protocol._converter.unstructure(edit.range), "text": edit.new_text,
-                       "textDocument": {"uri": doc.uri, "version": doc.version}}]}
+    return {
+        "edits": [
+            {
+                "range": ls.protocol._converter.unstructure(edit.range),
+                "text": edit.new_text,
+                "textDocument": {"uri": doc.uri, "version": doc.version},
+            }
+        ]
+    }
 
 
 FEATURES = [(METHOD, None, copilot_inline_edit)]

@@ -53,8 +53,9 @@ def initialize(ls: SparkServer, params: types.InitializeParams) -> None:
     logging.getLogger("sparkls").setLevel(settings.log_level.upper())
     for problem in problems:
         log.warning("settings: %s", problem)
-        ls.window_show_message(types.ShowMessageParams(
-            type=types.MessageType.Warning, message=f"sparkls settings: {problem}"))
+        ls.window_show_message(
+            types.ShowMessageParams(type=types.MessageType.Warning, message=f"sparkls settings: {problem}")
+        )
     ls.session.notify = lambda level, message: _tell(ls, level, message)
     roots = workspace_roots(params)
     if ls.guard is not None:
@@ -112,8 +113,9 @@ async def show_start(ls: SparkServer) -> None:
     took = time.monotonic() - started
     log.info("engine %s: %s (%s) after %.1f s", name, "ready" if h.ok else "not ready", h.detail, took)
     if shown:
-        ls.work_done_progress.end(token, types.WorkDoneProgressEnd(
-            message=f"ready in {took:.1f} s" if h.ok else f"failed: {h.detail}"))
+        ls.work_done_progress.end(
+            token, types.WorkDoneProgressEnd(message=f"ready in {took:.1f} s" if h.ok else f"failed: {h.detail}")
+        )
 
 
 async def shutdown(ls: SparkServer, params: None) -> None:

@@ -20,8 +20,12 @@ from sparkls.text.positions import Encoding
 log = logging.getLogger("sparkls")
 
 
-async def predicted(ls: SparkServer, params: Any, method: str, encoding: Encoding | None = None,
-                    ) -> tuple[Document, EditResult | None]:
+async def predicted(
+    ls: SparkServer,
+    params: Any,
+    method: str,
+    encoding: Encoding | None = None,
+) -> tuple[Document, EditResult | None]:
     """`{textDocument: {uri, version?}, position}` (positions in `encoding`, else the negotiated one) -> the
     snapshot and the prediction at the position: None when the version asked for is not the document's (stale),
     or the engine failed."""
@@ -50,11 +54,15 @@ async def inline_edit(ls: SparkServer, params: Any) -> dict[str, Any]:
         return empty
     enc, unstructure = ls.session.encoding, ls.protocol._converter.unstructure
     idx = convert.index_of(doc)
-    window = types.Range(start=types.Position(*idx.position(result.start, enc)),
-                         end=types.Position(*idx.position(result.end, enc)))
-    answer = {"textDocument": {"uri": uri, "version": doc.version}, "requestId": result.request_id,
-              "edits": [unstructure(te) for te in convert.text_edits(doc, result.edits, enc)],
-              "range": unstructure(window)}
+    window = types.Range(
+        start=types.Position(*idx.position(result.start, enc)), end=types.Position(*idx.position(result.end, enc))
+    )
+    answer = {
+        "textDocument": {"uri": uri, "version": doc.version},
+        "requestId": result.request_id,
+        "edits": [unstructure(te) for te in convert.text_edits(doc, result.edits, enc)],
+        "range": unstructure(window),
+    }
     command = offer(ls, result.request_id, "nextEdit", sum(len(e.text) for e in result.edits)) if result.edits else None
     if command is not None:
         answer["command"] = unstructure(command)

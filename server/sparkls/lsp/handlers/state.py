@@ -15,7 +15,7 @@ def document_state(ls: SparkServer, params: Any) -> dict[str, object] | None:
     """`{"uri", "version", "length" (characters), "sha256" (of the UTF-8 text)}`, or null when it is not open."""
     uri = getattr(getattr(params, "textDocument", None), "uri", None)  # pygls reads custom params as namedtuples
     if not isinstance(uri, str):
-        raise JsonRpcInvalidParams("sparkls/documentState takes {\"textDocument\": {\"uri\": ...}}")
+        raise JsonRpcInvalidParams('sparkls/documentState takes {"textDocument": {"uri": ...}}')
     doc = ls.session.documents.get(uri)
     if doc is None:
         return None
