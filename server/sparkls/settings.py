@@ -365,8 +365,8 @@ class Settings(BaseModel):
             "A predicted next edit is offered only when the model gave each token of its added lines (for a deletion, "
             "the token after it) at least this probability. Chosen on 96 rows of the tuning half of commit-edits "
             "(0.5B): 0.7 showed 12 % of predictions, half of them exact; 0.5 showed 29 %, a third exact; 0 shows "
-            "every prediction. The embedded llama.cpp engine reports probabilities; with the others every prediction "
-            "is offered."
+            "every prediction. Every engine reports the probabilities (llama.cpp from its logits, vLLM and OpenAI-"
+            "compatible servers as `logprobs`); a server that sends none gets every prediction offered."
         ),
     )
     next_edit_prefetch: bool = Field(

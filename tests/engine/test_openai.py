@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 
 import pytest
@@ -53,6 +54,20 @@ async def proxy(server):
     host, port = host_port.split(":")
     async with CountingProxy(host, int(port)) as p:
         yield p
+
+
+@vllm_test
+async def test_log_probabilities_come_with_the_text_when_asked(server):
+    # The tiny model's logits are all equal: each token has probability 1 / 2,048 (its vocabulary).
+    engine = make(server)
+    try:
+        asked = [ev async for ev in engine.stream(GenerationRequest(prompt("lp"), max_tokens=6, logprobs=True))]
+        plain = [ev async for ev in engine.stream(GenerationRequest(prompt("lp"), max_tokens=6))]
+    finally:
+        await engine.close()
+    lps = [ev.logprob for ev in asked if isinstance(ev, Delta)]
+    assert None not in lps and sum(lps) == pytest.approx(6 * -math.log(2048), rel=1e-3), lps
+    assert [ev.logprob for ev in plain if isinstance(ev, Delta)] == [None] * 6
 
 
 @vllm_test

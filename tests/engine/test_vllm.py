@@ -10,6 +10,7 @@ The engine's arguments, from its options and the CPU's flags, are checked below 
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 import uuid
@@ -107,6 +108,21 @@ async def test_a_healed_prompt_starts_with_the_likeliest_token_that_spells_out_i
 
 
 @vllm_test
+async def test_log_probabilities_come_with_the_text_when_asked(engine, cycling):
+    async def deltas(eng, logprobs: bool) -> list[Delta]:
+        req = GenerationRequest(prompt(f"lp {uuid.uuid4().hex}"), max_tokens=6, logprobs=logprobs)
+        return [ev async for ev in eng.stream(req) if isinstance(ev, Delta)]
+
+    # The constant model's logits are all equal: each token has probability 1 / 2,048 (its vocabulary).
+    unsure = [d.logprob for d in await deltas(engine, True)]
+    assert None not in unsure and sum(unsure) == pytest.approx(6 * -math.log(2048), rel=1e-3), unsure
+    # The cycle model is sure of each next character.
+    sure = [d.logprob for d in await deltas(cycling, True)]
+    assert None not in sure and sum(sure) > -1e-3, sure
+    assert {d.logprob for d in await deltas(engine, False)} == {None}
+
+
+@vllm_test
 async def test_a_repeated_prefix_is_served_from_the_prefix_cache(engine):
     tag = uuid.uuid4().hex  # a prefix no earlier request had
     before = dict((await engine.health()).stats)
@@ -154,6 +170,10 @@ async def test_ngram_speculation_drafts_from_the_prompt_and_keeps_the_output(tin
         text, stats, _ = await collect(spec, rewrite)
         counters = (await spec.health()).stats
         assert text == plain and stats.decode_tokens == 120
+        # Log-probabilities (the next-edit gate's) come through speculation too: the model is sure of each token.
+        req = GenerationRequest(rewrite.prompt, max_tokens=40, logprobs=True)
+        sure = [ev.logprob async for ev in spec.stream(req) if isinstance(ev, Delta)]
+        assert None not in sure and sum(sure) > -1e-3, sure
         assert counters["spec_drafts"] > 0 and counters["spec_accepted_tokens"] > 0
     finally:
         await spec.close()

@@ -188,6 +188,8 @@ class OpenAIEngine:
             body["stop_token_ids"] = ids  # vLLM's extension; only sent to a server that answered /tokenize
         if self._send_priority:
             body["priority"] = int(req.priority)
+        if req.logprobs:
+            body["logprobs"] = 0  # the sampled tokens' own log-probabilities, no alternatives
         return body
 
     async def stream(self, request: GenerationRequest) -> AsyncGenerator[Event, None]:
@@ -230,12 +232,15 @@ class OpenAIEngine:
                         usage = payload["usage"]
                     for choice in payload.get("choices") or []:
                         text = choice.get("text") or ""
+                        lp = _logprob(choice) if req.logprobs else None
                         if text:
                             if n == 0:
                                 t_first = time.perf_counter()
                                 ttft = (t_first - sent) * 1000
                             n += 1
-                            yield Delta(text)
+                            yield Delta(text, lp)
+                        elif lp:  # tokens that wrote no text (a stop token) still carry their share
+                            yield Delta("", lp)
                         if choice.get("finish_reason"):
                             reason = "stop" if choice["finish_reason"] == "stop" else "length"
         except (asyncio.CancelledError, GeneratorExit):
@@ -340,3 +345,11 @@ async def _aparse_sse(lines: AsyncIterator[str]) -> AsyncIterator[dict[str, Any]
             continue
         for payload in parse_sse([line]):
             yield payload
+
+
+def _logprob(choice: dict[str, Any]) -> float | None:
+    """The summed log-probability of a streamed completion choice's tokens (`logprobs.token_logprobs`), or None
+    where the server sent none."""
+    values = (choice.get("logprobs") or {}).get("token_logprobs") or []
+    known = [float(v) for v in values if v is not None]
+    return sum(known) if known else None

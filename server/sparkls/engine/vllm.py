@@ -145,6 +145,7 @@ class _Run:
     submits: int = 0  # vLLM requests sent for it
     heal_left: bytes = b""  # the cut text still to spell out
     heal_skip: int = 0  # characters of output that are the cut text, not passed on
+    logprob: float = 0.0  # of the tokens taken and not yet passed on with a Delta (`request.logprobs`)
     seam: StopSeam = field(init=False)
 
     def __post_init__(self) -> None:
@@ -169,6 +170,7 @@ class _Run:
             output_kind=RequestOutputKind.DELTA,
             skip_special_tokens=False,
             allowed_token_ids=allowed,
+            logprobs=0 if self.request.logprobs else None,  # 0: the sampled token's own, no alternatives
         )
         self.submits += 1
         self.live, self.paused = True, False
@@ -196,6 +198,10 @@ class _Run:
             self.first = out
         completion = out.outputs[0]
         self.generated += completion.token_ids
+        if self.request.logprobs and completion.logprobs:
+            self.logprob += sum(
+                float(step[t].logprob) for step, t in zip(completion.logprobs, completion.token_ids, strict=False)
+            )
         text = completion.text
         if self.heal_skip:
             text, self.heal_skip = text[self.heal_skip :], max(0, self.heal_skip - len(text))
@@ -204,6 +210,13 @@ class _Run:
         if text and not self.t_first:
             self.t_first = time.perf_counter()
         return text
+
+    def take_logprob(self) -> float | None:
+        """The log-probability to pass on with the next Delta (None unless the request asked for it)."""
+        if not self.request.logprobs:
+            return None
+        lp, self.logprob = self.logprob, 0.0
+        return lp
 
     def outcome(self) -> str | None:
         """After one vLLM request: how the request ended ("stop", "length", "abort"), or None when it was paused."""
@@ -440,7 +453,7 @@ class VllmEngine:
                 before = len(run.generated)
                 async with contextlib.aclosing(run.submit(llm, allowed)) as texts:
                     async for text in texts:
-                        yield Delta(text)
+                        yield Delta(text, run.take_logprob())
                 if vocab is not None and allowed and len(run.generated) > before and not run.stopped:
                     run.heal_left = advance(vocab, run.heal_left, run.generated[-1])  # one healing token chosen
                     if len(run.generated) < request.max_tokens:
@@ -462,8 +475,9 @@ class VllmEngine:
             raise EngineError(f"vLLM: {type(e).__name__}: {e}") from e
         finally:
             self._running.pop(request.id, None)
-        if held := run.seam.flush():
-            yield Delta(held)
+        held = run.seam.flush()
+        if held or run.logprob:  # the held-back text, and the share of tokens that wrote none (a stop)
+            yield Delta(held, run.take_logprob())
         yield Finished(self.recorder.record(request.id, run.stats(reason)))
 
     async def _vocabulary(self, llm: Any) -> Vocabulary:
