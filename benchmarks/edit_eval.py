@@ -141,6 +141,16 @@ def tps(rec: Any) -> float:
     return rec.decode_tokens / (rec.decode_ms / 1000) if rec is not None and rec.decode_ms > 0 else 0.0
 
 
+def decoding(rec: Any) -> dict[str, Any]:
+    """An edit's engine record as a result row's decoding fields (zeros where the engine kept none)."""
+    return {
+        "decode_tokens": rec.decode_tokens if rec else 0,
+        "decode_tps": tps(rec),
+        "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
+        "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0,
+    }
+
+
 # -- (a) HumanEvalFix ----------------------------------------------------------------------------
 def fix_tasks(limit: int | None) -> list[dict[str, Any]]:
     with (EVAL / "humanevalpack" / "humanevalpack_python.jsonl").open() as f:
@@ -191,10 +201,7 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
                 "changed_chars": ours,
                 "reference_changed_chars": ref,
                 "ms": ms,
-                "decode_tokens": rec.decode_tokens if rec else 0,
-                "decode_tps": tps(rec),
-                "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
-                "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0,
+                **decoding(rec),
                 "fixed": new,
             }
         )
@@ -305,10 +312,7 @@ async def run_rename(client: Client, tasks: list[dict[str, Any]], label: str) ->
                 "exact": new == expected,
                 "rewritten": new,
                 "ms": ms,
-                "decode_tokens": rec.decode_tokens if rec else 0,
-                "decode_tps": tps(rec),
-                "draft_tokens": getattr(rec, "draft_tokens", 0) if rec else 0,
-                "accepted_tokens": getattr(rec, "accepted_tokens", 0) if rec else 0,
+                **decoding(rec),
             }
         )
     print(f"  [{label}] {len(out)} renames, exact {sum(r['exact'] for r in out)}", flush=True)

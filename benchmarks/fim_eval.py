@@ -499,11 +499,7 @@ def table(summary: list[dict[str, Any]]) -> str:
 
         lines.append(
             [
-                s["model"].removeprefix("qwen2.5-coder-"),
-                s["set"],
-                s["language"],
-                s["placement"],
-                str(s["n"]),
+                *_cell(s),
                 _pct(sp.get("em")),
                 _pct(nc.get("em")),
                 _pct(raw.get("em")),
@@ -546,11 +542,7 @@ def engines_table(summary: list[dict[str, Any]]) -> str:
         gap = "-" if sp.get("em") is None or v.get("em") is None else f"{100 * (v['em'] - sp['em']):.1f}"
         lines.append(
             [
-                s["model"].removeprefix("qwen2.5-coder-"),
-                s["set"],
-                s["language"],
-                s["placement"],
-                str(s["n"]),
+                *_cell(s),
                 _pct(sp.get("em")),
                 _pct(v.get("em")),
                 _pct(raw.get("em")),
@@ -573,6 +565,11 @@ def engines_table(summary: list[dict[str, Any]]) -> str:
 def progress(label: str, i: int, tasks: list[Task]) -> None:
     if (i + 1) % 25 == 0 or i + 1 == len(tasks):
         print(f"  {label}: {i + 1}/{len(tasks)}", flush=True)
+
+
+def _cell(s: dict[str, Any]) -> list[str]:
+    """A summary row's first columns: model, set, language, placement, tasks."""
+    return [s["model"].removeprefix("qwen2.5-coder-"), s["set"], s["language"], s["placement"], str(s["n"])]
 
 
 def parse_args() -> argparse.Namespace:
