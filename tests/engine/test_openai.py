@@ -67,7 +67,10 @@ async def test_log_probabilities_come_with_the_text_when_asked(server):
         await engine.close()
     lps = [ev.logprob for ev in asked if isinstance(ev, Delta)]
     assert None not in lps and sum(lps) == pytest.approx(6 * -math.log(2048), rel=1e-3), lps
-    assert [ev.logprob for ev in plain if isinstance(ev, Delta)] == [None] * 6
+    # How many chunks carry the six tokens depends on the server's timing; the text and the absent values do not.
+    plain_deltas = [ev for ev in plain if isinstance(ev, Delta)]
+    assert plain_deltas and {ev.logprob for ev in plain_deltas} == {None}
+    assert "".join(ev.text for ev in plain_deltas) == "".join(ev.text for ev in asked if isinstance(ev, Delta))
 
 
 @vllm_test
