@@ -26,11 +26,14 @@ def git(*args: str, cwd: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
 
 
+EXCLUDE = ":(exclude)benchmarks/results"  # a results file written by an earlier run changes no code
+
+
 def _started() -> dict[str, Any]:
     try:
         return {
             "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks")),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks", EXCLUDE)),
         }
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
