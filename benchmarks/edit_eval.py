@@ -5,8 +5,7 @@
     `textDocument/codeAction` request at the function; the "Fix" action is resolved and its
     WorkspaceEdit applied; the tests run again: pass@1 (greedy). Edit minimality: characters the
     server's edits change (removed + inserted) vs the characters the reference fix changes.
-(b) next edits: moved to benchmarks/next_eval.py (`results/edit_eval.json` keeps this script's earlier
-    `next` part).
+(b) next edits: moved to benchmarks/next_eval.py.
 (c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
     `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical;
     speed-ups also split by how much of the function the answer kept.
@@ -19,7 +18,7 @@
 
 Usage: python benchmarks/edit_eval.py [--parts fix,spec,rename,cost] [--fix-limit N]
        [--spec-tasks N] [--spec-k 8,16,24] [--threads 1] [--model NAME] [--out PATH]
-Parts not run keep their earlier results in the output file.
+The output file holds what this run measured, nothing from earlier runs.
 """
 
 from __future__ import annotations
@@ -478,12 +477,10 @@ def main() -> int:
         return 2
     t0 = time.perf_counter()
     out = Path(args.out)
-    earlier = json.loads(out.read_text()) if out.is_file() else {}  # the parts not run now stay
-    result = asyncio.run(main_async(args, earlier))
-    result.setdefault("wall_s_by_run", {})[args.parts] = time.perf_counter() - t0
-    result.pop("wall_s", None)
+    result = asyncio.run(main_async(args, {"machine": machine()}))
+    result["wall_s"] = time.perf_counter() - t0
     save(result, out)
-    print(f"wrote {out} in {result['wall_s_by_run'][args.parts]:.0f} s")
+    print(f"wrote {out} in {result['wall_s']:.0f} s")
     return 0
 
 
