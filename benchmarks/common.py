@@ -29,17 +29,28 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 EXCLUDE = ":(exclude)benchmarks/results"  # a results file written by an earlier run changes no code
 
 
-def _started() -> dict[str, Any]:
+def _started(root: Path = ROOT) -> dict[str, Any]:
     try:
         return {
-            "commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks", EXCLUDE)),
+            "commit": git("rev-parse", "HEAD", cwd=root),
+            "dirty": bool(
+                git("status", "--porcelain", "--untracked-files=no", "--", "server", "benchmarks", EXCLUDE, cwd=root)
+            ),
         }
     except (OSError, subprocess.CalledProcessError):
         return {"commit": None, "dirty": None}
 
 
 STARTED = _started()
+
+
+def recorded_commit(result: dict[str, Any]) -> str | None:
+    """The commit a results file says it ran: at its top, in its `meta` or in the `machine` of either."""
+    for where in (result, result.get("meta") or {}):
+        for place in (where, where.get("machine") or {}):
+            if isinstance(place.get("commit"), str):
+                return place["commit"]
+    return None
 
 
 def lscpu() -> dict[str, str]:
