@@ -445,7 +445,7 @@ class LlamaCppEngine:
         ("length"), or the job stops between tokens (None: aborted or paused)."""
         req = job.req
         vocab = self._llm._model.vocab
-        speculate = self.options.speculation == "ngram"
+        speculate = self.options.speculation == "ngram" if req.speculate is None else req.speculate
         drafter = LookupDrafter(k_max=self.options.speculative_tokens) if speculate else None
         for tok in self._decode(seq, tokens, job, drafter):
             if job.generated == 0:
