@@ -227,6 +227,7 @@ async def server_row(client: Client, i: int, row: dict[str, Any]) -> dict[str, A
             "prompt_tokens": rec.get("prompt_tokens", 0),
             "reused_tokens": rec.get("reused_tokens", 0),
             "decode_tokens": rec.get("decode_tokens", 0),
+            **{k: rec.get(k) for k in ("queue_ms", "prefill_ms", "ttft_ms", "decode_ms", "accepted_tokens")},
         }
     finally:
         client.close(uri)
