@@ -28,6 +28,14 @@ from sparkls.workspace import files, snippets
 
 log = logging.getLogger(__name__)
 
+
+def _outcome_taken(task: asyncio.Future[Any]) -> None:
+    """A job that fails after its last waiter left (an engine outage ends a cancelled request's stream with an
+    error): its error is nobody's, and the outage is told once elsewhere, not as a traceback per request."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        log.debug("a suggestion nobody waited for any more failed: %s", error)
+
+
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
 WARMUP_DEBOUNCE_S = 0.15  # a cursor that rests this long gets its prompt prefilled (moves in a row cost nothing)
 
@@ -282,6 +290,7 @@ class CompletionService:
         if current is not None and not current.task.done() and self.session.settings.supersede:
             current.task.cancel()
         job = Job(key, asyncio.ensure_future(start()))
+        job.task.add_done_callback(_outcome_taken)
         self._jobs[uri] = job
         return job
 
