@@ -289,6 +289,21 @@ async def test_a_more_urgent_request_pauses_background_generation_which_resumes_
 
 
 @vllm_test
+async def test_an_engine_closed_while_starting_ends_its_start_cleanly_and_removes_its_scratch(tiny_model):
+    # The supervisor closes an engine that hangs or a server that shuts down while a start runs. vLLM's engine
+    # core reads the logging config from the scratch folder as it starts: removed at close, its start failed.
+    from sparkls.engine.base import EngineError
+
+    eng = make_engine(tiny_model)
+    await until(lambda: eng._scratch is not None)  # the start has written vLLM's logging config
+    scratch = eng._scratch
+    await eng.close()
+    await asyncio.wrap_future(eng._loaded)
+    assert isinstance(eng._load_error, EngineError) and "closed while starting" in str(eng._load_error)
+    assert not await asyncio.to_thread(os.path.exists, scratch)
+
+
+@vllm_test
 async def test_an_aborted_paused_request_ends_at_once(engine):
     req = GenerationRequest(
         prompt(f"abort paused {uuid.uuid4().hex}"),

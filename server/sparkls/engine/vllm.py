@@ -546,8 +546,9 @@ class VllmEngine:
 
     async def close(self) -> None:
         self._closed = True
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        # A start still running reads the logging config from the scratch folder (vLLM's engine-core process
+        # loads it): the folder goes when the start has ended, not before.
+        self._loaded.add_done_callback(lambda _: self._scratch and shutil.rmtree(self._scratch, ignore_errors=True))
         llm = self._llm
         if llm is not None:
             self._llm = None
