@@ -21,19 +21,12 @@ from typing import Any
 
 from sparkls.completion import context, pipeline, prompt, typeahead
 from sparkls.engine import metrics
-from sparkls.engine.base import EngineError, GenerationStats, wait_started
+from sparkls.engine.base import EngineError, GenerationStats, take_outcome, wait_started
 from sparkls.session import Session
 from sparkls.text.document import Document
 from sparkls.workspace import files, snippets
 
 log = logging.getLogger(__name__)
-
-
-def _outcome_taken(task: asyncio.Future[Any]) -> None:
-    """A job that fails after its last waiter left (an engine outage ends a cancelled request's stream with an
-    error): its error is nobody's, and the outage is told once elsewhere, not as a traceback per request."""
-    if not task.cancelled() and (error := task.exception()) is not None:
-        log.debug("a suggestion nobody waited for any more failed: %s", error)
 
 
 SUMMARY_EVERY = 25  # model-served suggestions between two per-class summary lines in the log
@@ -290,7 +283,9 @@ class CompletionService:
         if current is not None and not current.task.done() and self.session.settings.supersede:
             current.task.cancel()
         job = Job(key, asyncio.ensure_future(start()))
-        job.task.add_done_callback(_outcome_taken)
+        # A job can fail after its last waiter left (an outage ends a cancelled request's stream with an error):
+        # the outage is told once elsewhere, not as a traceback per request.
+        job.task.add_done_callback(take_outcome)
         self._jobs[uri] = job
         return job
 

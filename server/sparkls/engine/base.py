@@ -16,13 +16,21 @@ import asyncio
 import collections
 import enum
 import itertools
+import logging
 from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 CHARS_PER_TOKEN = 3.0  # characters of code per token, for budgets set in tokens before anything is tokenized
 
 _ids = itertools.count(1)
+
+
+def take_outcome(task: asyncio.Future[Any]) -> None:
+    """A done callback for a task whose outcome nobody awaits any more (cancelled, abandoned, its waiter gone):
+    its error is taken, so asyncio logs no "exception was never retrieved" traceback for it."""
+    if not task.cancelled() and (error := task.exception()) is not None:
+        logging.getLogger(__name__).debug("an abandoned task failed: %s", error)
 
 
 def new_request_id(prefix: str = "req") -> str:

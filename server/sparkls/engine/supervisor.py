@@ -43,6 +43,7 @@ from sparkls.engine.base import (
     Health,
     Starting,
     Watched,
+    take_outcome,
     wait_started,
 )
 from sparkls.engine.metrics import Recorder
@@ -69,12 +70,6 @@ class _Open:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.waiting_since: float | None = None
         self.fault: asyncio.Future[EngineError] = loop.create_future()
-
-
-def _retrieve(task: asyncio.Future[Event]) -> None:
-    """A step cancelled or abandoned: its outcome is nobody's (no 'exception never retrieved')."""
-    if not task.cancelled():
-        task.exception()
 
 
 class SupervisedEngine:
@@ -168,7 +163,7 @@ class SupervisedEngine:
         finally:
             self._open.pop(request.id, None)
             if step is not None and not step.done():
-                step.add_done_callback(_retrieve)
+                step.add_done_callback(take_outcome)
                 step.cancel()  # the backend is mid-step: cancelling it there aborts its request
             else:
                 await events.aclose()
