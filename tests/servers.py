@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 # What the vLLM tests need on this CPU machine (facts measured here, see issue 3): no worker
 # processes inside the engine core, no thread pinning, one OMP thread, logs on stderr.
@@ -146,13 +147,15 @@ class FaultyOpenAIServer:
     behaviour a test switches with `mode`: "ok" streams `answer`; "500" answers HTTP 500; "garbage" streams
     a body that is not Server-Sent Events of JSON; "drop" closes the connection after the first chunk; "hang"
     sends the headers and then nothing; "slow" streams with `delay_s` between chunks. `stop()` kills it
-    (connections refused); `start()` brings it back on the same port. `completions` counts requests,
-    `authorizations` keeps their Authorization headers."""
+    (connections refused); `start()` brings it back on the same port. `completions` counts requests, `bodies`
+    keeps their JSON bodies (a warm-up asks for one token: `suggestions` leaves those out), `authorizations`
+    their Authorization headers."""
 
     def __init__(self, answer: str = "return 1\n", delay_s: float = 0.3) -> None:
         self.answer, self.delay_s = answer, delay_s
         self.mode = "ok"
         self.completions = 0
+        self.bodies: list[dict[str, Any]] = []  # the JSON body of each completions request
         self.authorizations: list[str] = []  # the Authorization header of each completions request
         self.port = free_port()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -162,6 +165,11 @@ class FaultyOpenAIServer:
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def suggestions(self) -> int:
+        """Completions requests that asked for more than the one token of a warm-up."""
+        return sum(body.get("max_tokens", 0) > 1 for body in self.bodies)
 
     def start(self) -> FaultyOpenAIServer:
         ready = threading.Event()
@@ -197,12 +205,12 @@ class FaultyOpenAIServer:
                 length = next(
                     (int(h.split(":", 1)[1]) for h in lines[1:] if h.lower().startswith("content-length:")), 0
                 )
-                if length:
-                    await reader.readexactly(length)
+                body = await reader.readexactly(length) if length else b""
                 if path.endswith("/models"):
                     await self._plain(writer, 200, b'{"object": "list", "data": [{"id": "faulty", "object": "model"}]}')
                 elif path.endswith("/completions"):
                     self.completions += 1
+                    self.bodies.append(json.loads(body or b"{}"))
                     self.authorizations += [
                         h.split(":", 1)[1].strip() for h in lines[1:] if h.lower().startswith("authorization:")
                     ]

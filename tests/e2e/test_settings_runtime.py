@@ -63,7 +63,9 @@ async def test_a_changed_openai_url_sends_the_next_request_to_the_new_server():
             await starts_ended(c, 2)
             served_by_first = first.completions
             assert await suggestion(c, "file:///w/a.py") == "return 2"
-            assert second.completions == 1 and first.completions == served_by_first
+            # One suggestion request reached the new server (a background warm-up of the full prompt may follow
+            # it there, asking for one token); the old one got nothing more.
+            assert second.suggestions == 1 and first.completions == served_by_first
             assert errors(c) == []
     finally:
         first.stop()
