@@ -333,7 +333,7 @@ def verification_cost(
         n_batch=256,
         verbose=False,
     )
-    toks = llm.tokenize((ROOT / "server" / "sparkls" / "rewrite.py").read_bytes())[: 400 + max(sizes)]
+    toks = llm.tokenize((ROOT / "server" / "sparkls" / "edit" / "rewrite.py").read_bytes())[: 400 + max(sizes)]
     ctx, n_past = toks[:400], 400
     llm.eval(ctx)
     rows = []
