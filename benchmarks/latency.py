@@ -486,6 +486,8 @@ def summarize(run: Run) -> dict[str, Any]:
         "prompt_tokens_typing": prompt,
         "reused_tokens_typing": reused,
         "typeahead_served": sum(s["source"] == "typeahead" for s in run.suggestions.values()),
+        # a supervisor's rebuilds during the replay (a hang or a crash): a run with any is not a clean measurement
+        "engine_restarts": int(after.get("restarts", 0) - before.get("restarts", 0)),
         "warmups": len(warmups),
         "warmup_new_tokens": sum(e["prompt_tokens"] - e["reused_tokens"] for e in warmups),
         "wall_s": run.wall_s,
@@ -541,6 +543,7 @@ ROWS = [
             f"{r['keystrokes']}/{r['completed']}/{r['cancelled']}" + (f" +{r['errors']} err" if r["errors"] else "")
         ),
     ),
+    ("engine restarts (a hang or crash)", lambda r: str(r.get("engine_restarts", "-"))),
     ("typed-ahead served", lambda r: str(r["typeahead_served"])),
     ("background warm-ups / their new tokens", lambda r: f"{r['warmups']} / {r['warmup_new_tokens']:,}"),
     ("wall time (s)", lambda r: num(r["wall_s"])),

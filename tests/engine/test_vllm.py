@@ -10,6 +10,7 @@ The engine's arguments, from its options and the CPU's flags, are checked below 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import time
@@ -153,6 +154,36 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
     assert stats.finish_reason == "abort" and stats.decode_tokens < 3000 and stats.reuse_known
     _, nxt, _ = await collect(engine, GenerationRequest(prompt("next"), max_tokens=4))
     assert nxt.decode_tokens == 4 and nxt.finish_reason == "length"
+    assert (await engine.health()).stats["running"] == 0
+
+
+@vllm_test
+async def test_a_request_cancelled_while_vllm_adds_it_is_aborted_not_left_running(engine):
+    """vLLM's `generate()` aborts a cancelled request only once `add_request` has returned; cancelled while the
+    request is on its way to the engine core, it ran to its end with nobody reading it (under a typing replay
+    such requests piled up until the engine stalled). The engine aborts it by its id."""
+    llm = engine._llm
+    real = llm.engine_core.add_request_async
+    sent, hold = asyncio.Event(), asyncio.Event()
+
+    async def add_then_hold(request):  # the engine core has the request; `add_request` has not returned
+        await real(request)
+        sent.set()
+        await hold.wait()
+
+    llm.engine_core.add_request_async = add_then_hold
+    req = GenerationRequest(prompt("cancelled while added"), max_tokens=3000, id=f"adding-{uuid.uuid4().hex[:6]}")
+    try:
+        task = asyncio.ensure_future(collect(engine, req))
+        await asyncio.wait_for(sent.wait(), 30)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    finally:
+        llm.engine_core.add_request_async = real
+    assert llm.get_num_unfinished_requests() == 0
+    _, nxt, _ = await collect(engine, GenerationRequest(prompt("after"), max_tokens=4))
+    assert nxt.decode_tokens == 4
     assert (await engine.health()).stats["running"] == 0
 
 

@@ -178,18 +178,27 @@ class _Run:
             {"prompt_token_ids": self.ids + self.generated}, params, request_id=req.id, priority=self.vllm_priority
         )
         self.last, self.stopped = None, False
+        finished = False
         try:
             async for out in gen:
                 if text := self._take(out):
                     yield text
+                finished = out.finished
                 if self.stopped or out.finished:
                     break
                 if self.paused:  # asked before this request reached vLLM: its final output follows
                     await llm.abort(req.id)
         finally:
             self.live = False
-            # Cancelled or closed unfinished: vLLM aborts the request here, before the exception goes on.
+            # Cancelled or closed unfinished: vLLM aborts the request here, before the exception goes on...
             await gen.aclose()
+            if not finished:
+                # ...but only once its `add_request` returned: cancelled while the request was on its way to the
+                # engine core, it would run to its end unread. Aborted by its id (a no-op where vLLM did it).
+                try:
+                    await llm.abort(req.id)
+                except Exception:  # a dead engine: the error that ended the request says more
+                    log.debug("could not abort %s", req.id, exc_info=True)
 
     def _take(self, out: Any) -> str:
         """The text of one vLLM output to pass on (`StopSeam` keeps back what may meet the next request's)."""
