@@ -45,6 +45,7 @@ async def lsp(
     options: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     root: Path | None = None,
+    shutdown: bool = True,  # False: the test ends the server itself
 ) -> AsyncIterator[tuple[LanguageClient, types.InitializeResult]]:
     level = os.environ.get("SPARKLS_TEST_LOG_LEVEL", "INFO")
     config = ClientServerConfig(
@@ -64,7 +65,8 @@ async def lsp(
             )
         )
         yield c, result
-        await asyncio.wait_for(c.shutdown_session(), 20)
+        if shutdown:
+            await asyncio.wait_for(c.shutdown_session(), 20)
     finally:
         server = c._server
         if server is not None and server.returncode is None:

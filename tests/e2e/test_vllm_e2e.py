@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 from lsprotocol import types
@@ -58,3 +59,31 @@ async def test_vllm_start_reports_its_stages_answers_empty_meanwhile_then_serves
         assert in_order(START_STAGES, stages), stages
         await engine_cases.inline_and_classic_completion_are_served(c, "vllm")
         await engine_cases.cancel_request_aborts_the_engine(c, "vllm", 3000)
+
+
+async def test_vllm_processes_end_when_the_server_is_killed_while_the_engine_starts(tiny_model):
+    """An editor that kills its server (SIGKILL: no handler of the server runs) while vLLM loads the model
+    leaves no vLLM process behind: each ends itself once its parent is gone (`vllm_start.OrphanGuard`)."""
+    require("vllm", "the vllm engine")
+    import psutil
+
+    from tests.engine.test_vllm_start import running, wait_ended
+
+    opts = {"engine": "vllm", "modelPath": str(tiny_model), "vllmBlockSize": 32, "vllmKvCacheMb": 256}
+    async with lsp(options=opts, env=VLLM_TEST_ENV, shutdown=False) as (c, _):
+        for _ in range(int(300 / 0.05)):  # until vLLM's engine-core process loads the weights (or later)
+            stages = [getattr(r, "message", "") for r in c.progress_reports.get("sparkls-engine-start", [])]
+            if set(stages) & set(START_STAGES[START_STAGES.index("loading weights") :]):
+                break
+            await asyncio.sleep(0.05)
+        server = psutil.Process(c._server.pid)
+        processes = server.children(recursive=True)
+        assert processes, f"no vLLM process at stage {stages[-1:]}"
+        server.kill()
+        # the guard looks each second; vLLM's own exit follows: a generous bound
+        await asyncio.to_thread(wait_ended, processes, 90)
+        left = [f"{p.pid} {p.name()}" for p in processes if running(p)]
+        for p in processes:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        assert not left, f"left behind by the killed server: {left}"

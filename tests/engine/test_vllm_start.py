@@ -5,10 +5,13 @@ of its processes. The real start, through vLLM, is in tests/engine/test_vllm.py 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import logging
 import logging.config
+import time
+from typing import Any
 
 from sparkls.engine.vllm_start import CACHE_BROKEN, CACHE_HIT, CACHE_MISS, StageLog, logging_config, stage_of
 
@@ -117,3 +120,77 @@ def test_the_summary_gives_each_stage_its_duration(tmp_path):
     log.enter("loading weights", log.started + 3.0)  # the same stage again: no new entry
     log.enter("ready", log.started + 5.5)
     assert log.summary().startswith("importing vLLM 2.0 s, loading weights 3.5 s, ready ")
+
+
+# The server: writes the config sparkls hands vLLM, starts a "vLLM process" that applies it as vLLM does, tells
+# the test that process's pid, and waits to be killed.
+SERVER = """
+import json, subprocess, sys
+from pathlib import Path
+from sparkls.engine.vllm_start import logging_config
+default = json.loads(sys.argv[1])
+Path(sys.argv[2]).write_text(json.dumps(logging_config(default, Path(sys.argv[3]), "INFO")))
+core = subprocess.Popen([sys.executable, "-c", sys.argv[4], sys.argv[2]], stdout=subprocess.PIPE, text=True)
+print(core.pid, core.stdout.readline().strip(), flush=True)
+core.wait()
+"""
+CORE = """
+import json, logging.config, sys, time
+logging.config.dictConfig(json.load(open(sys.argv[1])))
+print("configured", flush=True)
+while True:
+    time.sleep(60)
+"""
+
+
+def test_a_vllm_process_ends_itself_when_the_server_that_started_it_is_killed(tmp_path):
+    import subprocess
+    import sys
+
+    import psutil
+
+    default = {**VLLM_LIKE_DEFAULT, "formatters": {"vllm": {"format": "%(message)s"}}}
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            SERVER,
+            json.dumps(default),
+            str(tmp_path / "logging.json"),
+            str(tmp_path / "stages.jsonl"),
+            CORE,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    core = None
+    try:
+        pid, state = server.stdout.readline().split()  # type: ignore[union-attr]
+        core = psutil.Process(int(pid))
+        assert state == "configured" and core.ppid() == server.pid
+        server.kill()  # SIGKILL: nothing of the server runs any more
+        server.wait(30)
+        wait_ended([core], 60)  # the guard looks once a second; a generous bound
+        assert not running(core), "the vLLM process outlived its server"
+    finally:
+        server.kill()
+        if core is not None:
+            with contextlib.suppress(psutil.Error):
+                core.kill()
+
+
+def running(process: Any) -> bool:
+    """Alive and not a zombie (an orphan's new parent may reap it late)."""
+    import psutil
+
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def wait_ended(processes: list[Any], timeout_s: float) -> None:
+    """Return once none of `processes` is `running`, or after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while any(map(running, processes)) and time.monotonic() < deadline:
+        time.sleep(0.1)

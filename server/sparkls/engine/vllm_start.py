@@ -6,8 +6,11 @@ configuration file: vLLM's own default (the same console handler, format and lev
 which each process builds and which appends the records that mark a start stage to a file. The server reads
 that file (`StageLog.poll`) while it waits for the engine; nothing else of vLLM's output is touched.
 
+The same configuration carries `OrphanGuard`, the one other piece of sparkls that runs in vLLM's processes:
+each of them ends itself when its parent dies, so an engine core never outlives a server that was killed.
+
 Where the user already configures vLLM's logging (`VLLM_LOGGING_CONFIG_PATH`, or `VLLM_CONFIGURE_LOGGING=0`),
-their configuration wins and only the stages this process sees are shown.
+their configuration wins: only the stages this process sees are shown, and no process is guarded.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ import json
 import logging
 import os
 import re
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -95,8 +100,9 @@ class StageHandler(logging.Handler):
 
 
 def logging_config(default: dict[str, Any], stage_file: Path, level: str) -> dict[str, Any]:
-    """vLLM's `default` logging config (its `DEFAULT_LOGGING_CONFIG`) with `StageHandler` beside its console
-    handler; the console keeps `level`, the stage handler sees INFO."""
+    """vLLM's `default` logging config (its `DEFAULT_LOGGING_CONFIG`) with `StageHandler` and `OrphanGuard`
+    (for this process's children) beside its console handler; the console keeps `level`, the stage handler
+    sees INFO."""
     config = copy.deepcopy(default)
     console = config["handlers"]["vllm"]
     console["level"] = level
@@ -105,10 +111,42 @@ def logging_config(default: dict[str, Any], stage_file: Path, level: str) -> dic
         if "log_level" in formatter:
             formatter["log_level"] = level
     config["handlers"]["sparkls_stages"] = {"()": f"{__name__}.StageHandler", "path": str(stage_file), "level": "INFO"}
+    config["handlers"]["sparkls_orphan_guard"] = {"()": f"{__name__}.OrphanGuard", "server_pid": os.getpid()}
     logger = config["loggers"]["vllm"]
-    logger["handlers"] = [*logger.get("handlers", []), "sparkls_stages"]
+    logger["handlers"] = [*logger.get("handlers", []), "sparkls_stages", "sparkls_orphan_guard"]
     logger["level"] = "DEBUG" if level == "DEBUG" else "INFO"
     return config
+
+
+class OrphanGuard(logging.Handler):
+    """Built by vLLM's `dictConfig` in every vLLM process, like `StageHandler`; it logs nothing. In a process
+    other than the server (`server_pid`): vLLM's engine core and its workers, it watches the parent. When the
+    parent dies (the server killed, even by SIGKILL, while the engine starts or serves), the process has been
+    handed to another parent, and the guard ends it: SIGTERM (vLLM shuts down and ends its own children),
+    SIGKILL after `grace_s`. Without it an engine core outlived a killed server, holding its memory (a GPU's in
+    production) until someone found it."""
+
+    def __init__(self, server_pid: int, interval_s: float = 1.0, grace_s: float = 10.0) -> None:
+        super().__init__(logging.CRITICAL)
+        if os.getpid() != server_pid:
+            threading.Thread(
+                target=end_with_parent,
+                args=(os.getppid(), interval_s, grace_s),
+                name="sparkls-orphan-guard",
+                daemon=True,
+            ).start()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        pass
+
+
+def end_with_parent(parent: int, interval_s: float, grace_s: float) -> None:
+    """Wait until this process's parent is no longer `parent`, then end this process (SIGTERM, then SIGKILL)."""
+    while os.getppid() == parent:
+        time.sleep(interval_s)
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(grace_s)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 @dataclass
