@@ -108,6 +108,15 @@ def engine_args(o: VllmOptions, on_cpu: bool = False, cpu_bf16: bool = True) -> 
     return args
 
 
+def vocabulary(tokenizer: Any) -> Vocabulary:
+    """Every token's bytes (special and added tokens empty), in one `batch_decode`: vLLM's tokenizer lends
+    each call a copy from a pool and deep-copies a new one when the pool is empty, so one `decode` per token
+    (152k) beside the requests' own tokenizing took over 30 s on 2 cores, while a request that heals waited."""
+    special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
+    texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))])
+    return Vocabulary([b"" if i in special else text.encode() for i, text in enumerate(texts)])
+
+
 def special_tokens(tokenizer: Any) -> list[str]:
     """The tokens a tokenizer never splits or merges with neighbouring text: its special and added tokens."""
     found = list(getattr(tokenizer, "all_special_tokens", None) or [])
@@ -337,6 +346,12 @@ class VllmEngine:
             kwargs.update(self._stage_logging(AsyncEngineArgs))
             args = AsyncEngineArgs(**kwargs)
             llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
+            t_vocab = time.perf_counter()
+            try:  # before any request, so that one that heals never waits for it
+                self._vocab = vocabulary(llm.get_tokenizer())
+                log.info("vLLM: the token vocabulary for healing took %.1fs", time.perf_counter() - t_vocab)
+            except Exception:
+                log.warning("vLLM: no token vocabulary yet; the first request that heals builds it", exc_info=True)
             if self._closed:  # closed while starting: nobody else will stop its engine-core process
                 llm.shutdown()
                 raise EngineError("closed while starting")
@@ -490,17 +505,9 @@ class VllmEngine:
         yield Finished(self.recorder.record(request.id, run.stats(reason)))
 
     async def _vocabulary(self, llm: Any) -> Vocabulary:
-        """Every token's bytes (special and added tokens empty), built once, off the event loop."""
+        """Every token's bytes, for healing: built during the start (`vocabulary`); here only if that failed."""
         if self._vocab is None:
-            tokenizer = llm.get_tokenizer()
-
-            def build() -> Vocabulary:
-                special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
-                return Vocabulary(
-                    [b"" if i in special else tokenizer.decode([i]).encode() for i in range(len(tokenizer))]
-                )
-
-            self._vocab = await asyncio.to_thread(build)
+            self._vocab = await asyncio.to_thread(vocabulary, llm.get_tokenizer())
         return self._vocab
 
     def _stops(self, stops: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
