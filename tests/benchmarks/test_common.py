@@ -19,8 +19,6 @@ NOT_RERUN_YET = {
     "fim_crossfile_api_ctx2048.json",
     "fim_crossfile_api_head_per_file.json",
     "fim_pack_line_0.5b_40.json",
-    "fim_vllm.json",
-    "latency_vllm.json",
 }
 
 
