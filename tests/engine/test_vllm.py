@@ -171,6 +171,23 @@ async def test_the_healing_vocabulary_is_built_during_the_start_with_every_token
 
 
 @vllm_test
+async def test_the_watchdog_sees_vllms_engine_steps_not_only_the_events_consumers_got(engine):
+    """A request whose consumer has taken one event and reads no more still makes the engine step: progress."""
+    from sparkls.engine.base import Watched
+
+    assert isinstance(engine, Watched) and engine.alive()
+    req = GenerationRequest(prompt("steps"), max_tokens=3000, id=f"steps-{uuid.uuid4().hex[:6]}")
+    events = engine.stream(req)
+    try:
+        await anext(events)
+        seen = engine.progress_at()
+        await until(lambda: engine.progress_at() > seen)
+    finally:
+        await events.aclose()
+    assert engine.alive()
+
+
+@vllm_test
 async def test_a_request_cancelled_while_vllm_adds_it_is_aborted_not_left_running(engine):
     """vLLM's `generate()` aborts a cancelled request only once `add_request` has returned; cancelled while the
     request is on its way to the engine core, it ran to its end with nobody reading it (under a typing replay

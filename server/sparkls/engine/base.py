@@ -178,7 +178,8 @@ class Starting(Protocol):
 
 @runtime_checkable
 class Watched(Protocol):
-    """An engine that can tell a dead or hung worker (llama.cpp's one thread); `engine/supervisor.py` asks."""
+    """An engine that can tell a dead or hung worker (llama.cpp's one thread, vLLM's engine core);
+    `engine/supervisor.py` asks."""
 
     def alive(self) -> bool: ...
 

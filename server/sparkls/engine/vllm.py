@@ -268,8 +268,9 @@ class _Run:
         )
 
 
-def _stat_logger_factory(counters: dict[str, float]) -> Any:
-    """A vLLM stat logger that adds engine-wide counters into `counters` (built after the import)."""
+def _stat_logger_factory(counters: dict[str, float], stepped: Callable[[], None]) -> Any:
+    """A vLLM stat logger that adds engine-wide counters into `counters` and calls `stepped` for each engine step
+    (vLLM reports every step's scheduler stats, outputs or not; built after the import)."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
     class Counters(StatLoggerBase):
@@ -279,6 +280,7 @@ def _stat_logger_factory(counters: dict[str, float]) -> Any:
         def record(
             self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
         ) -> None:
+            stepped()
             if scheduler_stats is not None:
                 pc = scheduler_stats.prefix_cache_stats
                 counters["prefix_cache_queries"] += pc.queries
@@ -320,6 +322,7 @@ class VllmEngine:
         self._vocab: Vocabulary | None = None  # token bytes, for token healing
         self._stages = StageLog()
         self._scratch: str | None = None  # the logging config and stage file vLLM's processes write
+        self._stepped_at = time.monotonic()  # vLLM's last engine step (its stat logger's last record)
         threading.Thread(target=self._load, name="vllm-load", daemon=True).start()
 
     def _load(self) -> None:
@@ -345,7 +348,8 @@ class VllmEngine:
             kwargs = engine_args(self.options, on_cpu=on_cpu, cpu_bf16=bf16)
             kwargs.update(self._stage_logging(AsyncEngineArgs))
             args = AsyncEngineArgs(**kwargs)
-            llm = AsyncLLM.from_engine_args(args, stat_loggers=[_stat_logger_factory(self.counters)])
+            factory = _stat_logger_factory(self.counters, self._stepped)
+            llm = AsyncLLM.from_engine_args(args, stat_loggers=[factory])
             t_vocab = time.perf_counter()
             try:  # before any request, so that one that heals never waits for it
                 self._vocab = vocabulary(llm.get_tokenizer())
@@ -538,6 +542,19 @@ class VllmEngine:
             self._turn.notify_all()
         if run.live:
             await self._llm.abort(request_id)
+
+    def _stepped(self) -> None:
+        self._stepped_at = time.monotonic()
+
+    def alive(self) -> bool:
+        """Whether vLLM's engine core still runs (true while it starts)."""
+        llm = self._llm
+        return llm is None or not llm.errored
+
+    def progress_at(self) -> float:
+        """`time.monotonic()` of vLLM's last engine step: the supervisor judges the engine by its own work, not
+        by the events its consumers got (requests aborted before a token, or a wait inside sparkls, show none)."""
+        return self._stepped_at
 
     async def health(self) -> Health:
         o = self.options
