@@ -63,7 +63,7 @@ async def test_vllm_start_reports_its_stages_answers_empty_meanwhile_then_serves
 
 async def test_vllm_processes_end_when_the_server_is_killed_while_the_engine_starts(tiny_model):
     """An editor that kills its server (SIGKILL: no handler of the server runs) while vLLM loads the model
-    leaves no vLLM process behind: each ends itself once its parent is gone (`vllm_start.OrphanGuard`)."""
+    leaves no vLLM process behind: each ends itself once the server or its parent is gone (`OrphanGuard`)."""
     require("vllm", "the vllm engine")
     import psutil
 
@@ -71,12 +71,19 @@ async def test_vllm_processes_end_when_the_server_is_killed_while_the_engine_sta
 
     opts = {"engine": "vllm", "modelPath": str(tiny_model), "vllmBlockSize": 32, "vllmKvCacheMb": 256}
     async with lsp(options=opts, env=VLLM_TEST_ENV, shutdown=False) as (c, _):
+        reports: list = []
         for _ in range(int(300 / 0.05)):  # until vLLM's engine-core process loads the weights (or later)
-            stages = [getattr(r, "message", "") for r in c.progress_reports.get("sparkls-engine-start", [])]
-            if set(stages) & set(START_STAGES[START_STAGES.index("loading weights") :]):
+            reports = c.progress_reports.get("sparkls-engine-start", [])
+            if {getattr(r, "message", "") for r in reports} & set(
+                START_STAGES[START_STAGES.index("loading weights") :]
+            ):
                 break
             await asyncio.sleep(0.05)
+        else:
+            pytest.fail(f"vLLM did not reach its engine core's start: {reports}")
         server = psutil.Process(c._server.pid)
+        stages = [getattr(r, "message", "") for r in reports]
+        assert not any(getattr(r, "kind", "") == "end" for r in reports), stages  # still starting
         processes = server.children(recursive=True)
         assert processes, f"no vLLM process at stage {stages[-1:]}"
         server.kill()

@@ -158,16 +158,22 @@ async def test_cancelling_the_consumer_aborts_the_vllm_request_and_frees_the_eng
 
 
 @vllm_test
-async def test_the_healing_vocabulary_is_built_during_the_start_with_every_tokens_text(engine):
+async def test_the_healing_vocabulary_is_built_during_the_start_with_every_tokens_text(tiny_model):
     """Built on the first request that heals, beside the requests' own tokenizing, it took over 30 s with the
-    0.5B's 152k tokens on 2 cores, and the supervisor took the waiting request for a hung engine."""
-    vocab = engine._vocab
-    assert vocab is not None  # the engine is ready: nothing is left to build
-    tokenizer = engine._llm.get_tokenizer()
-    special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
-    assert len(vocab.pieces) == len(tokenizer) and special
-    for i in range(len(tokenizer)):
-        assert vocab.pieces[i] == (b"" if i in special else tokenizer.decode([i]).encode()), i
+    0.5B's 152k tokens on 2 cores, and the supervisor took the waiting request for a hung engine. A fresh engine:
+    no request of this module's engine has built it."""
+    fresh = make_engine(tiny_model)
+    try:
+        await fresh.ready()
+        vocab = fresh._vocab
+        assert vocab is not None  # ready, and nothing has asked for it: the start built it
+        tokenizer = fresh._llm.get_tokenizer()
+        special = {tokenizer.convert_tokens_to_ids(t) for t in special_tokens(tokenizer)}
+        assert len(vocab.pieces) == len(tokenizer) and special
+        for i in range(len(tokenizer)):
+            assert vocab.pieces[i] == (b"" if i in special else tokenizer.decode([i]).encode()), i
+    finally:
+        await fresh.close()
 
 
 @vllm_test
@@ -203,13 +209,13 @@ async def test_a_request_cancelled_while_vllm_adds_it_is_aborted_not_left_runnin
 
     llm.engine_core.add_request_async = add_then_hold
     req = GenerationRequest(prompt("cancelled while added"), max_tokens=3000, id=f"adding-{uuid.uuid4().hex[:6]}")
+    task = asyncio.ensure_future(collect(engine, req))
     try:
-        task = asyncio.ensure_future(collect(engine, req))
         await asyncio.wait_for(sent.wait(), 30)
+    finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
-    finally:
         llm.engine_core.add_request_async = real
     assert llm.get_num_unfinished_requests() == 0
     _, nxt, _ = await collect(engine, GenerationRequest(prompt("after"), max_tokens=4))

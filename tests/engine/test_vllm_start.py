@@ -11,6 +11,7 @@ import json
 import logging
 import logging.config
 import time
+from pathlib import Path
 from typing import Any
 
 from sparkls.engine.vllm_start import CACHE_BROKEN, CACHE_HIT, CACHE_MISS, StageLog, logging_config, stage_of
@@ -122,54 +123,54 @@ def test_the_summary_gives_each_stage_its_duration(tmp_path):
     assert log.summary().startswith("importing vLLM 2.0 s, loading weights 3.5 s, ready ")
 
 
-# The server: writes the config sparkls hands vLLM, starts a "vLLM process" that applies it as vLLM does, tells
-# the test that process's pid, and waits to be killed.
+# The server: writes the config sparkls hands vLLM and applies it itself (as vLLM does in the server's process),
+# starts a "vLLM process" that applies it as vLLM does in its own, tells the test that process's pid and whether a
+# guard runs in the server, and waits to be killed. The vLLM process applies the config once `go` exists.
 SERVER = """
-import json, subprocess, sys
+import json, logging.config, subprocess, sys, threading
 from pathlib import Path
 from sparkls.engine.vllm_start import logging_config
-default = json.loads(sys.argv[1])
-Path(sys.argv[2]).write_text(json.dumps(logging_config(default, Path(sys.argv[3]), "INFO")))
-core = subprocess.Popen([sys.executable, "-c", sys.argv[4], sys.argv[2]], stdout=subprocess.PIPE, text=True)
-print(core.pid, core.stdout.readline().strip(), flush=True)
+default, config, stages, core_code, go = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
+Path(config).write_text(json.dumps(logging_config(default, Path(stages), "INFO")))
+logging.config.dictConfig(json.loads(Path(config).read_text()))
+guarded = any(t.name == "sparkls-orphan-guard" for t in threading.enumerate())
+core = subprocess.Popen([sys.executable, "-c", core_code, config, go], stdout=subprocess.PIPE, text=True)
+print(core.pid, "server-guarded" if guarded else "server-unguarded", flush=True)
 core.wait()
 """
 CORE = """
-import json, logging.config, sys, time
+import json, logging.config, os, sys, time
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.01)
 logging.config.dictConfig(json.load(open(sys.argv[1])))
-print("configured", flush=True)
+open(sys.argv[2] + ".configured", "w").close()
 while True:
     time.sleep(60)
 """
 
 
-def test_a_vllm_process_ends_itself_when_the_server_that_started_it_is_killed(tmp_path):
+def kill_server_and_watch_core(tmp_path: Path, configure_before_kill: bool) -> None:
     import subprocess
     import sys
 
     import psutil
 
     default = {**VLLM_LIKE_DEFAULT, "formatters": {"vllm": {"format": "%(message)s"}}}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            SERVER,
-            json.dumps(default),
-            str(tmp_path / "logging.json"),
-            str(tmp_path / "stages.jsonl"),
-            CORE,
-        ],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    go = tmp_path / "go"
+    if configure_before_kill:
+        go.touch()
+    args = [json.dumps(default), str(tmp_path / "logging.json"), str(tmp_path / "stages.jsonl"), CORE, str(go)]
+    server = subprocess.Popen([sys.executable, "-c", SERVER, *args], stdout=subprocess.PIPE, text=True)
     core = None
     try:
-        pid, state = server.stdout.readline().split()  # type: ignore[union-attr]
+        pid, guarded = server.stdout.readline().split()  # type: ignore[union-attr]
         core = psutil.Process(int(pid))
-        assert state == "configured" and core.ppid() == server.pid
+        assert guarded == "server-unguarded" and core.ppid() == server.pid  # no guard in the server itself
+        if configure_before_kill:
+            wait_for_file(Path(f"{go}.configured"))
         server.kill()  # SIGKILL: nothing of the server runs any more
         server.wait(30)
+        go.touch()
         wait_ended([core], 60)  # the guard looks once a second; a generous bound
         assert not running(core), "the vLLM process outlived its server"
     finally:
@@ -177,6 +178,22 @@ def test_a_vllm_process_ends_itself_when_the_server_that_started_it_is_killed(tm
         if core is not None:
             with contextlib.suppress(psutil.Error):
                 core.kill()
+
+
+def test_a_vllm_process_ends_itself_when_the_server_that_started_it_is_killed(tmp_path):
+    kill_server_and_watch_core(tmp_path, configure_before_kill=True)
+
+
+def test_a_vllm_process_configured_after_its_server_was_killed_ends_too(tmp_path):
+    """vLLM applies its logging config only once imported (10-20 s into a CPU start): the server may be gone."""
+    kill_server_and_watch_core(tmp_path, configure_before_kill=False)
+
+
+def wait_for_file(path: Path, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.01)
 
 
 def running(process: Any) -> bool:

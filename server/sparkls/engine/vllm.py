@@ -270,7 +270,7 @@ class _Run:
 
 def _stat_logger_factory(counters: dict[str, float], stepped: Callable[[], None]) -> Any:
     """A vLLM stat logger that adds engine-wide counters into `counters` and calls `stepped` for each engine step
-    (vLLM reports every step's scheduler stats, outputs or not; built after the import)."""
+    that ran requests (vLLM reports every step's scheduler stats, outputs or not; built after the import)."""
     from vllm.v1.metrics.loggers import StatLoggerBase
 
     class Counters(StatLoggerBase):
@@ -280,7 +280,8 @@ def _stat_logger_factory(counters: dict[str, float], stepped: Callable[[], None]
         def record(
             self, scheduler_stats: Any, iteration_stats: Any, mm_cache_stats: Any = None, engine_idx: int = 0
         ) -> None:
-            stepped()
+            if scheduler_stats is None or scheduler_stats.num_running_reqs:
+                stepped()  # a step that ran requests (vLLM also steps, idle, while a request waits unscheduled)
             if scheduler_stats is not None:
                 pc = scheduler_stats.prefix_cache_stats
                 counters["prefix_cache_queries"] += pc.queries

@@ -120,18 +120,18 @@ def logging_config(default: dict[str, Any], stage_file: Path, level: str) -> dic
 
 class OrphanGuard(logging.Handler):
     """Built by vLLM's `dictConfig` in every vLLM process, like `StageHandler`; it logs nothing. In a process
-    other than the server (`server_pid`): vLLM's engine core and its workers, it watches the parent. When the
-    parent dies (the server killed, even by SIGKILL, while the engine starts or serves), the process has been
-    handed to another parent, and the guard ends it: SIGTERM (vLLM shuts down and ends its own children),
-    SIGKILL after `grace_s`. Without it an engine core outlived a killed server, holding its memory (a GPU's in
-    production) until someone found it."""
+    other than the server (`server_pid`): vLLM's engine core and its workers, it watches the server and the
+    process's parent. Once either is gone (the server killed, even by SIGKILL, while the engine starts or
+    serves), the guard ends the process: SIGTERM (vLLM shuts down when it can; during a start it only notes the
+    request), SIGKILL after `grace_s`. Without it an engine core outlived a killed server, holding its memory (a
+    GPU's in production) until someone found it."""
 
     def __init__(self, server_pid: int, interval_s: float = 1.0, grace_s: float = 10.0) -> None:
         super().__init__(logging.CRITICAL)
         if os.getpid() != server_pid:
             threading.Thread(
                 target=end_with_parent,
-                args=(os.getppid(), interval_s, grace_s),
+                args=(server_pid, os.getppid(), interval_s, grace_s),
                 name="sparkls-orphan-guard",
                 daemon=True,
             ).start()
@@ -140,13 +140,24 @@ class OrphanGuard(logging.Handler):
         pass
 
 
-def end_with_parent(parent: int, interval_s: float, grace_s: float) -> None:
-    """Wait until this process's parent is no longer `parent`, then end this process (SIGTERM, then SIGKILL)."""
-    while os.getppid() == parent:
+def end_with_parent(server: int, parent: int, interval_s: float, grace_s: float) -> None:
+    """Wait until the process `server` has ended or this process's parent is no longer `parent` (the guard may
+    be built after the server died: its parent is then already another), then end this process."""
+    while os.getppid() == parent and _exists(server):
         time.sleep(interval_s)
     os.kill(os.getpid(), signal.SIGTERM)
     time.sleep(grace_s)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process has the number: the parent check still tells
+        return True
+    return True
 
 
 @dataclass
