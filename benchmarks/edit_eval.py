@@ -5,6 +5,11 @@
     `textDocument/codeAction` request at the function; the "Fix" action is resolved and its
     WorkspaceEdit applied; the tests run again: pass@1 (greedy). Edit minimality: characters the
     server's edits change (removed + inserted) vs the characters the reference fix changes.
+    Beside it the model's own ceiling (`raw`, unless --skip-raw): the same GGUF loaded with
+    `llama_cpp.Llama`, prompted directly in its chat template (its default system prompt) with the
+    code and the same failure message, asked for the whole fixed code in one fenced block; greedy, at
+    most 1024 tokens; the block (with any import lines of the original it dropped) replaces the
+    document when it defines the function, and the tests run again.
 (b) next edits: moved to benchmarks/next_eval.py.
 (c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
     `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical;
@@ -16,7 +21,7 @@
     logits for every position (b = 1 ... 64) on the default model, hence the speed-up speculation could
     reach if every drafted token were accepted.
 
-Usage: python benchmarks/edit_eval.py [--parts fix,spec,rename,cost] [--fix-limit N]
+Usage: python benchmarks/edit_eval.py [--parts fix,spec,rename,cost] [--fix-limit N] [--skip-raw]
        [--spec-tasks N] [--spec-k 8,16,24] [--threads 1] [--model NAME] [--out PATH]
 The output file holds what this run measured, nothing from earlier runs.
 """
@@ -42,6 +47,7 @@ from common import machine
 from lsprotocol import types
 from sandbox import SANDBOX, run_program
 from sparkls.edit import diff
+from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 from sparkls.text.positions import LineIndex
 from sparkls.tools.client import Client, position
 
@@ -209,6 +215,81 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
     return out
 
 
+RAW_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+IMPORT_LINE = re.compile(r"^(?:import|from)\s")
+
+
+def raw_fix_prompt(text: str, message: str) -> str:
+    """What a user would ask the model directly: the code, the failure, the whole fixed code back."""
+    user = (
+        f"This Python code fails its tests: {message}\n\n```python\n{text.rstrip()}\n```\n\n"
+        "Fix the bug. Answer with the complete fixed code in one ```python block."
+    )
+    return f"<|im_start|>system\n{RAW_SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+
+
+def raw_fixed_text(text: str, answer: str, entry_point: str) -> str:
+    """The document after the raw answer: its first fenced block, if it defines the function, else unchanged."""
+    m = FENCED.search(answer)
+    block = m.group(1) if m else ""
+    if not re.search(rf"^\s*def {re.escape(entry_point)}\(", block, re.M):
+        return text
+    dropped = [ln for ln in text.splitlines() if IMPORT_LINE.match(ln) and ln not in block.splitlines()]
+    return "\n".join(dropped) + ("\n" if dropped else "") + block.rstrip("\n") + "\n"
+
+
+def run_raw_fix(tasks: list[dict[str, Any]], model: str, threads: int) -> list[dict[str, Any]]:
+    from llama_cpp import Llama
+
+    path = resolve_model_path("", model or DEFAULT_MODEL)
+    llm = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+    stops = {
+        llm.token_eos(),
+        *(llm.tokenize(s.encode(), add_bos=False, special=True)[0] for s in ("<|im_end|>", "<|endoftext|>")),
+    }
+    out = []
+    try:
+        for i, task in enumerate(tasks):
+            text = task["prompt"] + task["buggy_solution"]
+            tests = "\n\n" + task["test"]
+            buggy_ok, stderr = run_program(text + tests)
+            message = failure_message(stderr) if not buggy_ok else "the tests fail"
+            t0 = time.perf_counter()
+            prompt = llm.tokenize(raw_fix_prompt(text, message).encode(), add_bos=False, special=True)
+            toks: list[int] = []
+            for tok in llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+                if tok in stops or len(toks) >= 1024:
+                    break
+                toks.append(tok)
+            answer = llm.detokenize(toks).decode("utf-8", "replace")
+            ms = (time.perf_counter() - t0) * 1000
+            new = raw_fixed_text(text, answer, task["entry_point"])
+            ok = run_program(new + tests)[0]
+            out.append(
+                {
+                    "task_id": task["task_id"],
+                    "pass": ok,
+                    "buggy_passed": buggy_ok,
+                    "diagnostic": message,
+                    "changed_chars": diff.changed_chars(diff.diff(text, new)),
+                    "reference_changed_chars": diff.changed_chars(
+                        diff.diff(text, task["prompt"] + task["canonical_solution"])
+                    ),
+                    "ms": ms,
+                    "decode_tokens": len(toks),
+                    "decode_tps": 0.0,
+                    "answer": answer,
+                    "fixed": new,
+                }
+            )
+            if (i + 1) % 10 == 0:
+                print(f"  [raw] {i + 1}/{len(tasks)} pass@1 {sum(r['pass'] for r in out) / len(out):.3f}", flush=True)
+    finally:
+        llm.close()
+    return out
+
+
 def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     n = len(rows)
     changed = [r for r in rows if r["changed_chars"] > 0]
@@ -224,7 +305,7 @@ def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "minimality_ratio_median_passing": statistics.median(passing) if passing else None,
         "within_2x_reference": sum(x <= 2 for x in ratios) / n,
         "median_ms": statistics.median(r["ms"] for r in rows),
-        "decode_tps_median": statistics.median(r["decode_tps"] for r in rows if r["decode_tps"] > 0),
+        "decode_tps_median": statistics.median([r["decode_tps"] for r in rows if r["decode_tps"] > 0] or [0.0]),
     }
 
 
@@ -389,6 +470,14 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
             await client.stop()
         result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
         print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
+        if not args.skip_raw:
+            raw_rows = run_raw_fix(fixes, args.model, args.threads)
+            result["fix"]["raw"] = {
+                "summary": fix_summary(raw_rows),
+                "prompt": raw_fix_prompt("{code}", "{failure}"),
+                "rows": raw_rows,
+            }
+            print("raw:", json.dumps(result["fix"]["raw"]["summary"], indent=2), flush=True)
         done("fix")
     if "spec" in parts:
         sample = fixes[: args.spec_tasks]
@@ -465,6 +554,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", default="fix,spec,rename,cost")
     ap.add_argument("--fix-limit", type=int, default=None)
+    ap.add_argument("--skip-raw", action="store_true", help="fix part: without the raw model's ceiling")
     ap.add_argument("--spec-tasks", type=int, default=20)
     ap.add_argument("--spec-k", default="16,32")
     ap.add_argument("--rename-tasks", type=int, default=16)
