@@ -15,8 +15,6 @@ from common import ROOT, _started, git, recorded_commit
 # shrinks: a file re-run must leave it, and no other file may lack a commit.
 NOT_RERUN_YET = {
     "edit_fix_1.5b.json",
-    "fim_crossfile_api_ctx2048.json",
-    "fim_crossfile_api_head_per_file.json",
     "fim_pack_line_0.5b_40.json",
 }
 
