@@ -7,9 +7,10 @@
     server's edits change (removed + inserted) vs the characters the reference fix changes.
     Beside it the model's own ceiling (`raw`, unless --skip-raw): the same GGUF loaded with
     `llama_cpp.Llama`, prompted directly in its chat template (its default system prompt) with the
-    code and the same failure message, asked for the whole fixed code in one fenced block; greedy, at
-    most 1024 tokens; the block (with any import lines of the original it dropped) replaces the
-    document when it defines the function, and the tests run again.
+    code and the same failure message, asked for the whole fixed code in one fenced block; greedy,
+    until the first closed block that defines the function (at most 2048 tokens). That block's
+    functions and classes replace the document's of the same name, its new imports are added, the
+    rest of it (asserts, prints) is dropped; the tests run again.
 (b) next edits: moved to benchmarks/next_eval.py.
 (c) spec: the same fixes with prompt-lookup speculation off and on (`speculation: "ngram"`, several
     `speculativeTokens`); decode tokens/s from `sparkls/metrics`, and whether the output is identical;
@@ -29,6 +30,7 @@ The output file holds what this run measured, nothing from earlier runs.
 from __future__ import annotations
 
 import argparse
+import ast
 import asyncio
 import difflib
 import io
@@ -216,8 +218,9 @@ async def run_fix(client: Client, tasks: list[dict[str, Any]], label: str) -> li
 
 
 RAW_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
-FENCED = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
-IMPORT_LINE = re.compile(r"^(?:import|from)\s")
+CLOSED_BLOCK = re.compile(r"```[^\n]*\n(.*?)```", re.S)
+OPEN_BLOCK = re.compile(r"```[^\n]*\n(.*?)(?:```|\Z)", re.S)
+DEFINITION = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def raw_fix_prompt(text: str, message: str) -> str:
@@ -229,57 +232,102 @@ def raw_fix_prompt(text: str, message: str) -> str:
     return f"<|im_start|>system\n{RAW_SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
 
 
-def raw_fixed_text(text: str, answer: str, entry_point: str) -> str:
-    """The document after the raw answer: its first fenced block, if it defines the function, else unchanged."""
-    m = FENCED.search(answer)
-    block = m.group(1) if m else ""
-    if not re.search(rf"^\s*def {re.escape(entry_point)}\(", block, re.M):
-        return text
-    dropped = [ln for ln in text.splitlines() if IMPORT_LINE.match(ln) and ln not in block.splitlines()]
-    return "\n".join(dropped) + ("\n" if dropped else "") + block.rstrip("\n") + "\n"
+def _span(node: ast.stmt) -> tuple[int, int]:
+    """0-based [first, last) lines of a top-level statement, its decorators included."""
+    first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return first - 1, node.end_lineno or node.lineno
 
 
-def run_raw_fix(tasks: list[dict[str, Any]], model: str, threads: int) -> list[dict[str, Any]]:
+def _answer_block(answer: str, entry_point: str, closed: bool) -> tuple[ast.Module, str] | None:
+    """The first fenced block (closed ones only if `closed`) that parses and defines `entry_point` at top level."""
+    for block in (CLOSED_BLOCK if closed else OPEN_BLOCK).findall(answer):
+        try:
+            tree = ast.parse(block)
+        except SyntaxError:
+            continue
+        if any(isinstance(n, DEFINITION) and n.name == entry_point for n in tree.body):
+            return tree, block
+    return None
+
+
+def raw_fixed_text(text: str, answer: str, entry_point: str) -> str | None:
+    """The document after the raw answer, None when no block defines the function. The block's top-level
+    functions and classes replace the document's of the same name (new ones go at the end), its imports the
+    document lacks go at the top; anything else it holds (asserts, prints, a main guard) is left out."""
+    found = _answer_block(answer, entry_point, closed=False)
+    if found is None:
+        return None
+    tree, block = found[0], found[1].splitlines()
+    lines = text.splitlines()
+    theirs = {n.name: n for n in tree.body if isinstance(n, DEFINITION)}
+    ours = {n.name: _span(n) for n in ast.parse(text).body if isinstance(n, DEFINITION)}
+    for name, (a, b) in sorted(((k, v) for k, v in ours.items() if k in theirs), key=lambda kv: -kv[1][0]):
+        x, y = _span(theirs[name])
+        lines[a:b] = block[x:y]
+    for name, node in theirs.items():
+        if name not in ours:
+            x, y = _span(node)
+            lines += ["", "", *block[x:y]]
+    imports = [ln for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom) for ln in block[slice(*_span(n))]]
+    return "\n".join([*(ln for ln in imports if ln not in lines), *lines]) + "\n"
+
+
+def _raw_answer(llm: Any, prompt: list[int], stops: set[int], entry_point: str) -> dict[str, Any]:
+    """Greedy decoding until an end token, the first closed block that defines the function, or the budget."""
+    budget = min(2048, 4096 - len(prompt) - 1)
+    toks: list[int] = []
+    t0, t_first, finish = time.perf_counter(), 0.0, "length"
+    for tok in llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+        if tok in stops:
+            finish = "stop"
+            break
+        t_first = t_first or time.perf_counter()
+        toks.append(tok)
+        if b"`" in llm.detokenize([tok]):
+            text = llm.detokenize(toks).decode("utf-8", "replace")
+            if _answer_block(text, entry_point, closed=True) is not None:
+                finish = "block"
+                break
+        if len(toks) >= budget:
+            break
+    t_end = time.perf_counter()
+    return {
+        "answer": llm.detokenize(toks).decode("utf-8", "replace"),
+        "finish": finish,
+        "ms": (t_end - t0) * 1000,
+        "decode_tokens": len(toks),
+        "decode_tps": (len(toks) - 1) / (t_end - t_first) if len(toks) > 1 and t_end > t_first else 0.0,
+    }
+
+
+def run_raw_fix(
+    tasks: list[dict[str, Any]], rows: list[dict[str, Any]], model: str, threads: int
+) -> list[dict[str, Any]]:
+    """The raw model on the same tasks, with the failure message the server's run used (`rows`)."""
     from llama_cpp import Llama
 
     path = resolve_model_path("", model or DEFAULT_MODEL)
     llm = Llama(model_path=str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
-    stops = {
-        llm.token_eos(),
-        *(llm.tokenize(s.encode(), add_bos=False, special=True)[0] for s in ("<|im_end|>", "<|endoftext|>")),
-    }
+    ends = ("<|im_end|>", "<|endoftext|>")
+    stops = {llm.token_eos(), *(llm.tokenize(s.encode(), add_bos=False, special=True)[0] for s in ends)}
     out = []
     try:
-        for i, task in enumerate(tasks):
+        for i, (task, row) in enumerate(zip(tasks, rows, strict=True)):
             text = task["prompt"] + task["buggy_solution"]
-            tests = "\n\n" + task["test"]
-            buggy_ok, stderr = run_program(text + tests)
-            message = failure_message(stderr) if not buggy_ok else "the tests fail"
-            t0 = time.perf_counter()
-            prompt = llm.tokenize(raw_fix_prompt(text, message).encode(), add_bos=False, special=True)
-            toks: list[int] = []
-            for tok in llm.generate(prompt, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
-                if tok in stops or len(toks) >= 1024:
-                    break
-                toks.append(tok)
-            answer = llm.detokenize(toks).decode("utf-8", "replace")
-            ms = (time.perf_counter() - t0) * 1000
-            new = raw_fixed_text(text, answer, task["entry_point"])
-            ok = run_program(new + tests)[0]
+            prompt = llm.tokenize(raw_fix_prompt(text, row["diagnostic"]).encode(), add_bos=False, special=True)
+            got = _raw_answer(llm, prompt, stops, task["entry_point"])
+            fixed = raw_fixed_text(text, got["answer"], task["entry_point"])
+            new = text if fixed is None else fixed
+            reference = task["prompt"] + task["canonical_solution"]
             out.append(
                 {
                     "task_id": task["task_id"],
-                    "pass": ok,
-                    "buggy_passed": buggy_ok,
-                    "diagnostic": message,
+                    "pass": run_program(new + "\n\n" + task["test"])[0],
+                    "extracted": fixed is not None,
+                    "diagnostic": row["diagnostic"],
                     "changed_chars": diff.changed_chars(diff.diff(text, new)),
-                    "reference_changed_chars": diff.changed_chars(
-                        diff.diff(text, task["prompt"] + task["canonical_solution"])
-                    ),
-                    "ms": ms,
-                    "decode_tokens": len(toks),
-                    "decode_tps": 0.0,
-                    "answer": answer,
+                    "reference_changed_chars": diff.changed_chars(diff.diff(text, reference)),
+                    **got,
                     "fixed": new,
                 }
             )
@@ -307,6 +355,18 @@ def fix_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "median_ms": statistics.median(r["ms"] for r in rows),
         "decode_tps_median": statistics.median([r["decode_tps"] for r in rows if r["decode_tps"] > 0] or [0.0]),
     }
+
+
+def raw_fix_part(tasks: list[dict[str, Any]], rows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """The raw ceiling's summary and rows; a failure is recorded, the server's results are kept."""
+    try:
+        raw = run_raw_fix(tasks, rows, args.model, args.threads)
+    except Exception as e:  # the part is lost, not the run
+        print(f"raw: failed: {e!r}", file=sys.stderr, flush=True)
+        return {"error": repr(e)}
+    summary = {**fix_summary(raw), "extracted": sum(r["extracted"] for r in raw)}
+    print("raw:", json.dumps(summary, indent=2), flush=True)
+    return {"summary": summary, "prompt": raw_fix_prompt("{code}", "{failure}"), "rows": raw}
 
 
 # -- (c) speculation ------------------------------------------------------------------------------
@@ -470,15 +530,10 @@ async def main_async(args: argparse.Namespace, result: dict[str, Any]) -> dict[s
             await client.stop()
         result["fix"] = {"summary": fix_summary(fix_rows), "settings": base, "rows": fix_rows}
         print(json.dumps(result["fix"]["summary"], indent=2), flush=True)
-        if not args.skip_raw:
-            raw_rows = run_raw_fix(fixes, args.model, args.threads)
-            result["fix"]["raw"] = {
-                "summary": fix_summary(raw_rows),
-                "prompt": raw_fix_prompt("{code}", "{failure}"),
-                "rows": raw_rows,
-            }
-            print("raw:", json.dumps(result["fix"]["raw"]["summary"], indent=2), flush=True)
         done("fix")
+        if not args.skip_raw:
+            result["fix"]["raw"] = raw_fix_part(fixes, fix_rows, args)
+            done("fix")
     if "spec" in parts:
         sample = fixes[: args.spec_tasks]
         off = [r for r in fix_rows if r["task_id"] in {t["task_id"] for t in sample}]
