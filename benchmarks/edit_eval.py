@@ -48,7 +48,7 @@ from typing import Any
 from common import machine
 from lsprotocol import types
 from sandbox import SANDBOX, run_program
-from sparkls.edit import diff
+from sparkls.edit import diff, rewrite
 from sparkls.engine.model_files import DEFAULT_MODEL, resolve_model_path
 from sparkls.text.positions import LineIndex
 from sparkls.tools.client import Client, position
@@ -229,7 +229,7 @@ def raw_fix_prompt(text: str, message: str) -> str:
         f"This Python code fails its tests: {message}\n\n```python\n{text.rstrip()}\n```\n\n"
         "Fix the bug. Answer with the complete fixed code in one ```python block."
     )
-    return f"<|im_start|>system\n{RAW_SYSTEM}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n"
+    return rewrite.chatml(RAW_SYSTEM, user, "")
 
 
 def _span(node: ast.stmt) -> tuple[int, int]:

@@ -17,8 +17,13 @@ Variants:
 The prompt of the server before this change (the whole window rewritten, the recent edits described in words)
 is measured as `baseline` in `next_eval.py`.
 
+The `diff` variant's ungated answers also give the gate's table: per (nextEditMinConfidence,
+nextEditRepeatMinConfidence), what the server would show (`generate.choose`: the whole change or its longest sure
+beginning; a change made of the recent edits' changes passes the lower gate). `--rescore FILE` prints that table
+again from a stored run, no model: for the 96-row sample the rule was chosen on, and for the rest of the tuning half.
+
 Usage: python benchmarks/next_prompts.py [--variants diff,diff-unforced,diff-chat] [--models 0.5b] [--limit N]
-       [--out FILE]
+       [--out FILE] [--rescore FILE]
 """
 
 from __future__ import annotations
@@ -99,12 +104,11 @@ async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.
     return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats}
 
 
-async def variant_diff(
-    engine: Any, row: dict[str, Any], history: nextedit.History, text: str, force: bool = True
-) -> dict[str, Any]:
+def prompt_of(row: dict[str, Any], history: nextedit.History, text: str) -> nextedit.DiffPrompt:
+    """The server's next-edit prompt at the row's target (a fresh frame)."""
     s = Settings()
     doc = Document.open("file:///x/" + row["path"].rsplit("/", 1)[-1], row["lang"], 1, text)
-    p = nextedit.render(
+    return nextedit.render(
         doc,
         target_of(text, row)[0],
         history,
@@ -113,6 +117,12 @@ async def variant_diff(
         s.next_edit_lines_after,
         max_lines=s.next_edit_max_lines,
     )
+
+
+async def variant_diff(
+    engine: Any, row: dict[str, Any], history: nextedit.History, text: str, force: bool = True
+) -> dict[str, Any]:
+    p = prompt_of(row, history, text)
     forced = p.removed if force else ""
     prompt = p.text if force else p.text[: len(p.text) - len(p.removed)]
     from sparkls.engine.base import GenerationRequest
@@ -201,21 +211,81 @@ async def run(
 
 
 def gate_curve(rows: list[dict[str, Any]]) -> list[dict[str, float]]:
-    """Per threshold on the prediction's confidence: the share of rows shown, precision, exact over all rows (%)."""
+    """Per threshold on the whole change's confidence (the gate before cuts and repeats): the share of rows shown,
+    precision, exact over all rows (%)."""
     scored = [r for r in rows if "exact" in r]
     out = []
     for t in [x / 10 for x in range(10)]:
         shown = [r for r in scored if r["shown"] and (r["confidence"] or 0.0) >= t]
         hits = sum(r["exact"] for r in shown)
-        out.append(
-            {
-                "threshold": t,
-                "shown": 100 * len(shown) / max(1, len(scored)),
-                "precision": 100 * hits / max(1, len(shown)),
-                "exact": 100 * hits / max(1, len(scored)),
-            }
-        )
+        out.append({"threshold": t, **rates(len(scored), len(shown), hits)})
     return out
+
+
+def rates(n: int, shown: int, hits: int) -> dict[str, float]:
+    return {"shown": 100 * shown / max(1, n), "precision": 100 * hits / max(1, shown), "exact": 100 * hits / max(1, n)}
+
+
+GATE_MIN = (0.5, 0.6, 0.7, 0.8)
+GATE_REPEAT = (0.2, 0.3, 0.4, 0.5, 1.0)  # 1.0: a repeat of the recent edits passes the same gate as any change
+
+
+def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> list[dict[str, float]]:
+    """Per (nextEditMinConfidence, nextEditRepeatMinConfidence): shown, precision and exact (%) when the server's
+    own choice (`generate.choose`: the whole change or its longest sure beginning) is made over each row's stored
+    ungated answer."""
+    from sparkls.edit.generate import choose
+
+    cases = []
+    for r in rows:
+        got = history_of(data[r["id"]]) if "answer" in r else None
+        if got is not None:
+            lps = [x[0] if isinstance(x, list) else x for x in r["line_lps"]]  # older files: [lowest, sum]
+            cases.append((data[r["id"]], got[0], got[1], prompt_of(data[r["id"]], got[0], got[1]), r["answer"], lps))
+    out = []
+    for lo in GATE_MIN:
+        for rep in GATE_REPEAT:
+            s = Settings(next_edit_min_confidence=lo, next_edit_repeat_min_confidence=min(rep, lo) if rep < 1 else 1.0)
+            shown = hits = 0
+            for row, history, text, p, answer, lps in cases:
+                got, _ = choose(text, p, answer, lps, history, s)
+                if got is not None:
+                    ws, we, after = nextedit.applied(text, p, got)
+                    edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
+                    sc = score(text, row, ws, we, after, edits)
+                    shown, hits = shown + sc["shown"], hits + sc["exact"]
+            out.append({"min": lo, "repeat": rep, **rates(len(cases), shown, hits)})
+    return out
+
+
+def print_grid(label: str, grid: list[dict[str, float]]) -> None:
+    print(f"{label}: shown % / precision % / exact % per nextEditMinConfidence (rows), RepeatMin (columns)")
+    print("  min  " + "".join(f"{'repeat ' + str(r) if r < 1 else 'no repeat gate':>20}" for r in GATE_REPEAT))
+    for lo in GATE_MIN:
+        cells = [g for g in grid if g["min"] == lo]
+        print(
+            f"  {lo:.1f}  " + "".join(f"{g['shown']:>8.0f} /{g['precision']:>4.0f} /{g['exact']:>5.1f}" for g in cells)
+        )
+
+
+def rescore(path: Path) -> int:
+    """The gate grid over a stored run's `diff` answers, split into the 96-row sample the gate's rule was chosen on
+    and the rest of the tuning half, which checks it."""
+    d = json.loads(path.read_text())
+    data = {r["id"]: r for r in load("tuning", None)}
+    sample = {r["id"] for r in load("tuning", 96)}
+    for r in d["results"]:
+        if r["variant"] != "diff":
+            continue
+        parts = {
+            "96-row sample": [x for x in r["rows"] if x["id"] in sample],
+            "rest of the tuning half": [x for x in r["rows"] if x["id"] not in sample],
+            "whole tuning half": r["rows"],
+        }
+        for label, rows in parts.items():
+            if rows and (label != "whole tuning half" or len(rows) > len(parts["96-row sample"])):
+                print_grid(f"{r['model']}, {label}, {len(rows)} rows", gate_grid(rows, data))
+    return 0
 
 
 def main() -> int:
@@ -225,7 +295,10 @@ def main() -> int:
     ap.add_argument("--limit", type=int, default=24)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default="")
+    ap.add_argument("--rescore", default="", help="a results file: its gate grid again, no model run")
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(Path(args.rescore))
     rows = load("tuning", args.limit or None)
     variants = args.variants.split(",")
     results = []
@@ -235,10 +308,11 @@ def main() -> int:
             s = summarize(got[v])
             dec = [r["decode_tokens"] for r in got[v] if "exact" in r]
             results.append({"model": model, "variant": v, "summary": {**s, "decode_tokens": dist(dec)}, "rows": got[v]})
+    data = {r["id"]: r for r in rows}
     for r in results:
         if r["variant"] == "diff":
             r["gate"] = gate_curve(r["rows"])
-            print(f"{r['model']} diff, confidence gate on the tuning rows (threshold: shown %, precision %, exact %):")
+            print(f"{r['model']} diff, whole-change confidence gate (threshold: shown %, precision %, exact %):")
             print(
                 "  "
                 + "  ".join(
@@ -246,6 +320,8 @@ def main() -> int:
                     for g in r["gate"]
                 )
             )
+            r["gate_grid"] = gate_grid(r["rows"], data)
+            print_grid(f"{r['model']} diff, the server's gate", r["gate_grid"])
     print(f"{'model variant':22} rows exact% chrF  shown% prec% located% decode-tok p50  ms p50")
     for r in results:
         s = r["summary"]

@@ -112,6 +112,70 @@ def test_decoding_stops_as_soon_as_an_added_token_falls_under_the_gate():
     text = "a = compute_v2(1)\nb = compute(2)\n"
     doc = Document.open("file:///t.py", "python", 2, text)
     engine = FakeEngine("+b = compute_v2(2)\n" * 20, token_logprob=math.log(0.3))  # a long, unsure answer
-    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, Settings()))
+    settings = Settings.model_validate({"nextEditMinConfidence": 0.5, "nextEditRepeatMinConfidence": 0.4})
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, settings))
     assert result.edits == [] and result.stats.finish_reason == "abort"
     assert result.stats.decode_tokens <= 2  # aborted on the first unsure token, not after 20 lines
+
+
+def test_a_prediction_sure_of_its_first_line_only_is_offered_as_that_line():
+    import asyncio
+    import math
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = "a = compute_v2(1)\nb = compute(2)\nc = 3\n"
+    doc = Document.open("file:///t.py", "python", 2, text)
+    answer = "+b = compute_v2(2)\n+b = b + 1\n+print(b)\n"
+    engine = FakeEngine(  # one character a token: the second line's "+" is its first unsure token
+        answer, chars_per_token=1, token_logprob=lambda so_far: math.log(0.9 if so_far.count("+") < 2 else 0.2)
+    )
+    settings = Settings.model_validate({"nextEditMinConfidence": 0.7, "nextEditRepeatMinConfidence": 0.7})
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), None, engine, settings))
+    assert [e.text for e in result.edits] == ["_v2"]  # the sure line replaces the cursor's; the rest is not offered
+    assert result.stats.finish_reason == "abort"  # decoding stopped at the second line's first unsure token
+
+
+@pytest.mark.parametrize(("repeat_min", "offered"), [(0.3, True), (0.5, False)])
+def test_a_prediction_that_repeats_the_recent_edits_passes_a_lower_gate(repeat_min, offered):
+    import asyncio
+    import math
+
+    from sparkls.edit import generate, nextedit
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
+    history = nextedit.History()
+    at = text.index("compute(1)")
+    history.record(text, at, at + len("compute(1)"), "compute_v2(1)", now=1.0)
+    text = text.replace("compute(1)", "compute_v2(1)")
+    doc = Document.open("file:///t.py", "python", 2, text)
+    engine = FakeEngine("+b = compute_v2(2)\n", token_logprob=math.log(0.4))
+    settings = Settings.model_validate({"nextEditMinConfidence": 0.7, "nextEditRepeatMinConfidence": repeat_min})
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), history, engine, settings))
+    assert [e.text for e in result.edits] == (["_v2"] if offered else [])
+
+
+def test_an_unsure_prediction_stops_decoding_once_it_adds_a_word_no_recent_edit_added():
+    import asyncio
+    import math
+
+    from sparkls.edit import generate, nextedit
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
+    history = nextedit.History()
+    at = text.index("compute(1)")
+    history.record(text, at, at + len("compute(1)"), "compute_v2(1)", now=1.0)
+    text = text.replace("compute(1)", "compute_v2(1)")
+    doc = Document.open("file:///t.py", "python", 2, text)
+    answer = "+b = compute_v2(2) + retry_budget(4)\n+" + "c = 3\n+" * 20
+    engine = FakeEngine(answer, chars_per_token=1, token_logprob=math.log(0.4))  # between the two gates
+    settings = Settings.model_validate({"nextEditMinConfidence": 0.7, "nextEditRepeatMinConfidence": 0.3})
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), history, engine, settings))
+    assert result.edits == [] and result.stats.finish_reason == "abort"
+    assert result.stats.decode_tokens <= len("+b = compute_v2(2) + retry_budget(")  # stopped at the new word

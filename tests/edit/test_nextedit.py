@@ -132,6 +132,55 @@ def test_confidence_is_the_lowest_probability_on_the_added_lines_or_of_a_deletio
     assert got is not None and got.added == [] and got.confidence == pytest.approx(0.3)
 
 
+def test_a_change_is_also_offered_cut_after_each_added_line_longest_first():
+    doc = Document.open("file:///w/m.py", "python", 1, LINES)
+    p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
+    sure, unsure = math.log(0.9), math.log(0.2)
+    got = nextedit.candidates(
+        p, "-    y = 2\n+    y = a\n+    z = a\n+    w = a\n     return x\n", [0.0, sure, sure, unsure, 0.0]
+    )
+    assert [(c.first, c.last, c.added, round(c.confidence, 2)) for c in got] == [
+        (2, 3, ["    y = a\n", "    z = a\n", "    w = a\n"], 0.2),
+        (2, 3, ["    y = a\n", "    z = a\n"], 0.9),
+        (2, 3, ["    y = a\n"], 0.9),
+    ]
+    whole = nextedit.parse(p, "-    y = 2\n+    y = a\n+    z = a\n+    w = a\n")  # no probabilities: 1.0
+    assert whole is not None and (whole.first, whole.last, whole.added) == (got[0].first, got[0].last, got[0].added)
+
+
+def test_a_cut_change_replaces_as_many_lines_as_it_keeps_and_never_drops_one():
+    doc = Document.open("file:///w/m.py", "python", 1, LINES)
+    p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
+    got = nextedit.candidates(p, "-    y = 2\n-    return x\n+    y = a\n+    return a\n+    pass\n")
+    assert [(c.first, c.last, len(c.added)) for c in got] == [(2, 4, 3), (2, 4, 2), (2, 3, 1)]
+    assert nextedit.candidates(p, "-    y = 2\n     return x\n")[0].added == []  # a deletion is not cut
+
+
+def test_a_change_made_of_the_recent_edits_changes_repeats_them():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    text = edited(text, h, "compute(4)", "compute_v2(4)", 2.0)
+    doc = Document.open("file:///w/m.py", "python", 3, text)
+    p = nextedit.render(doc, text.index("v5 = "), h, "m.py")
+    same = nextedit.parse(p, p.removed + "+v5 = compute_v2(5)\n")
+    other = nextedit.parse(p, p.removed + "+v5 = compute_v3(5)\n")
+    more = nextedit.parse(p, p.removed + "+v5 = compute_v2(5) + 1\n")
+    assert same is not None and other is not None and more is not None
+    assert nextedit.repeats(h, p, same)
+    assert not nextedit.repeats(h, p, other) and not nextedit.repeats(h, p, more)
+    assert not nextedit.repeats(None, p, same)
+
+
+def test_a_change_may_repeat_the_recent_edits_until_it_adds_a_word_they_did_not():
+    h = nextedit.History()
+    edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    assert nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(5)")
+    assert nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(ret")  # `ret` may still grow into a word
+    assert not nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(retry)")
+    assert not nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(5) +")  # `+`: neither removed nor added
+    assert not nextedit.may_repeat(None, "-v5 = compute(5)\n+v5 = compute_v2(5)")
+
+
 def test_generation_stops_at_the_first_character_of_a_line_that_is_not_part_of_the_change():
     assert not nextedit.finished("-    y = 2\n-    return x\n+    y = a\n+")
     assert nextedit.finished("-    y = 2\n+    y = a\n ")  # context begins

@@ -12,7 +12,7 @@ import logging
 import math
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from sparkls.edit import diff, nextedit, rewrite
@@ -169,21 +169,13 @@ async def predict(
         ),
         p.removed,
         settings.next_edit_min_confidence,
+        (settings.next_edit_repeat_min_confidence, lambda so_far: nextedit.may_repeat(history, so_far)),
     )
-    got = nextedit.parse(p, answer, line_lps)
+    got, why = choose(doc.text, p, answer, line_lps, history, settings)
+    if why:
+        log.info("%s: predicted edit %s: not offered", rid, why)
     s, e, text = nextedit.applied(doc.text, p, got)
     original = doc.text[s:e]
-    if got is not None:
-        why = ""
-        if got.last - got.first + len(got.added) > settings.next_edit_max_lines:
-            why = f"changes {got.last - got.first + len(got.added)} lines (> nextEditMaxLines)"
-        elif any(text.count(v) < original.count(v) for _, v in p.secrets):
-            why = "drops or changes a redacted secret"  # a next edit never touches a secret
-        elif got.confidence < settings.next_edit_min_confidence:
-            why = f"confidence {got.confidence:.2f} < nextEditMinConfidence {settings.next_edit_min_confidence}"
-        if why:
-            log.info("%s: predicted edit %s: not offered", rid, why)
-            text = original
     es = diff.region_edits(doc.text, s, e, text) if text != original else []
     return (
         EditResult(doc.uri, doc.version, s, e, original, text, es, rid, stats, (time.perf_counter() - t0) * 1000),
@@ -191,16 +183,64 @@ async def predict(
     )
 
 
+def choose(
+    text: str,
+    p: nextedit.DiffPrompt,
+    answer: str,
+    line_lps: list[float],
+    history: nextedit.History | None,
+    settings: Settings,
+) -> tuple[nextedit.Answer | None, str]:
+    """The change to offer: the model's whole change, else the longest sure beginning of it that the gate lets
+    through; or None, and why the whole change is not offered ("" when the model changed nothing)."""
+    why = ""
+    for c in nextedit.candidates(p, answer, line_lps):  # the whole change first
+        s, e, new = nextedit.applied(text, p, c)
+        no = refusal(text[s:e], new, p, c, history, settings)
+        if not no:
+            return c, ""
+        why = why or no
+    return None, why
+
+
+def refusal(
+    original: str,
+    text: str,
+    p: nextedit.DiffPrompt,
+    got: nextedit.Answer,
+    history: nextedit.History | None,
+    settings: Settings,
+) -> str:
+    """Why a predicted change (the region `original` becoming `text`) is not offered, or "" when it is."""
+    size = got.last - got.first + len(got.added)
+    if size > settings.next_edit_max_lines:
+        return f"changes {size} lines (> nextEditMaxLines)"
+    if any(text.count(v) < original.count(v) for _, v in p.secrets):
+        return "drops or changes a redacted secret"  # a next edit never touches a secret
+    if got.confidence >= settings.next_edit_min_confidence:
+        return ""
+    if got.confidence >= settings.next_edit_repeat_min_confidence and nextedit.repeats(history, p, got):
+        return ""
+    return f"confidence {got.confidence:.2f} < nextEditMinConfidence {settings.next_edit_min_confidence}"
+
+
 async def continue_diff(
-    engine: Engine, request: GenerationRequest, forced: str, min_confidence: float = 0.0
+    engine: Engine,
+    request: GenerationRequest,
+    forced: str,
+    min_confidence: float = 0.0,
+    repeat: tuple[float, Callable[[str], bool]] | None = None,
 ) -> tuple[str, GenerationStats, list[float]]:
-    """The model's continuation of a next-edit diff until it goes back to context, or until a token of an added line
-    falls under `min_confidence` (the gate would refuse the prediction: decoding on is waste); then the request is
-    aborted. Returns the answer with the prompt's `forced` last line before it, the stats, and per answer line the
-    lowest token log-probability (0.0 for the forced line)."""
+    """The model's continuation of a next-edit diff until it goes back to context, or until the gate could no longer
+    offer any change that includes the line being written (decoding on is waste); then the request is aborted:
+    a token of an added line falls under `min_confidence` and, with `repeat` (the repeat gate's probability and
+    `nextedit.may_repeat` for this document), under that too or the change can no longer repeat the recent edits.
+    Returns the answer with the prompt's `forced` last line before it, the stats, and per answer line the lowest
+    token log-probability (0.0 for the forced line)."""
     answer, stats, lows, low = forced, GenerationStats(), [0.0] * forced.count("\n"), 0.0
     floor = math.log(min_confidence) if min_confidence > 0 else -math.inf
-    done = False
+    lowest = min(floor, math.log(repeat[0]) if repeat[0] > 0 else -math.inf) if repeat else floor
+    unsure = done = False  # unsure: an added token fell between the two floors, only a repeat can be offered now
     stream = engine.stream(request)
     try:
         async for event in stream:
@@ -218,9 +258,10 @@ async def continue_diff(
                         head = piece[:1]
                     if piece or k == 0:
                         low = min(low, event.logprob or 0.0)
-                        refused = refused or (head == "+" and low < floor)
+                        refused = refused or (head == "+" and low < lowest)
+                        unsure = unsure or (head == "+" and low < floor)
                 answer += event.text
-                if refused or nextedit.finished(answer):
+                if refused or (unsure and repeat is not None and not repeat[1](answer)) or nextedit.finished(answer):
                     done = True
                     await engine.abort(request.id)
     finally:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import time
 from dataclasses import dataclass
 
@@ -250,30 +251,54 @@ def applied(text: str, p: DiffPrompt, got: Answer | None) -> tuple[int, int, str
     return s, e, new
 
 
-def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) -> Answer | None:
+def candidates(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) -> list[Answer]:
     """The model's change after the prompt's hunk header (`answer` begins with the cursor's `-` line the prompt
-    ends with): None when it changes nothing, removes a line that is not the document's, or writes a placeholder
-    the masked lines did not have. `line_logprobs`: per line of `answer`, the lowest token log-probability."""
+    ends with), then the same change cut after each of its added lines, longest first: a prediction whose first
+    lines are sure and whose last ones are not is shown as its sure part (the model goes on writing past the edit
+    more often than it gets the edit wrong). A cut change removes no more lines than it keeps added, so a line is
+    replaced, never dropped, by a cut. Empty when the answer changes nothing, removes a line that is not the
+    document's, or writes a placeholder the masked lines did not have. `line_logprobs`: per line of `answer`, the
+    lowest token log-probability."""
     if not p.lines:
-        return None
+        return []
     first = p.line - p.context
-    removed, at, low = 0, first, 0.0
-    added: list[str] = []
+    removed, end = 0, 0.0
+    added: list[tuple[str, float]] = []
     for i, x in enumerate(answer.split("\n")):
         lp = line_logprobs[i] if line_logprobs is not None and i < len(line_logprobs) else 0.0
         if x.startswith("-") and not added:
-            if at + removed >= len(p.lines) or p.lines[at + removed] != x[1:]:
-                return None
+            if first + removed >= len(p.lines) or p.lines[first + removed] != x[1:]:
+                return []
             removed += 1
         elif x.startswith("+"):
-            added.append(x[1:])
-            low = min(low, lp)
+            added.append((x[1:], lp))
         else:
             # A deletion is decided by the first token after its lines. After `+` lines, the chosen token's
             # probability says little: many tokens end a change (`@@`, context, another file), so it is not counted.
-            if not added:
-                low = min(low, lp)
+            end = lp
             break
+    if not added:
+        got = _answer(p, removed, [], end)
+        return [got] if got is not None else []
+    out = []
+    for keep in range(len(added), 0, -1):
+        lines = added[:keep]
+        got = _answer(
+            p, removed if keep == len(added) else min(removed, keep), [x for x, _ in lines], min(lp for _, lp in lines)
+        )
+        if got is not None and got not in out:
+            out.append(got)
+    return out
+
+
+def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) -> Answer | None:
+    """The model's whole change (`candidates`' first), or None."""
+    got = candidates(p, answer, line_logprobs)
+    return got[0] if got else None
+
+
+def _answer(p: DiffPrompt, removed: int, added: list[str], low: float) -> Answer | None:
+    at = p.line - p.context
     # Lines removed and written again unchanged stay (the cursor's line, when the model inserts below or above it).
     while removed and added and added[0] == p.lines[at]:
         at, removed, added = at + 1, removed - 1, added[1:]
@@ -289,3 +314,51 @@ def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) 
             return None
         new.append(x + "\n")
     return Answer(p.context + at, p.context + at + removed, new, math.exp(low))
+
+
+_WORD = re.compile(r"\w+|[^\w\s]")
+
+
+def _words_changed(old: list[str], new: list[str]) -> tuple[set[str], set[str]]:
+    """The words (identifiers, numbers, punctuation) that `new` has fewer / more of than `old`."""
+    a, b = collections.Counter(_WORD.findall("\n".join(old))), collections.Counter(_WORD.findall("\n".join(new)))
+    return set(a - b), set(b - a)
+
+
+def _recent_words(history: History) -> tuple[set[str], set[str]]:
+    """The words the recent edits removed, and those they added."""
+    removed: set[str] = set()
+    added: set[str] = set()
+    for h in history.hunks:
+        r, a = _words_changed(h.old, h.new)
+        removed |= r
+        added |= a
+    return removed, added
+
+
+def repeats(history: History | None, p: DiffPrompt, got: Answer) -> bool:
+    """Whether the predicted change is made of the recent edits' changes: every word it removes one of them
+    removed, every word it adds one of them added (a rename carried on, the same fix at the next call)."""
+    if history is None:
+        return False
+    removes, adds = _words_changed(
+        list(p.lines[got.first - p.context : got.last - p.context]), [x.rstrip("\n") for x in got.added]
+    )
+    if not removes and not adds:
+        return False
+    removed, added = _recent_words(history)
+    return removes <= removed and adds <= added
+
+
+def may_repeat(history: History | None, answer: str) -> bool:
+    """Whether a change whose diff lines so far are `answer` can still turn out to repeat the recent edits: no
+    finished word on its added lines is one that neither a recent edit added nor the change removes."""
+    if history is None:
+        return False
+    lines = answer.split("\n")
+    allowed = _recent_words(history)[1] | set(_WORD.findall("\n".join(x for x in lines if x.startswith("-"))))
+    text = "\n".join(x[1:] for x in lines if x.startswith("+"))
+    words = _WORD.findall(text)
+    if words and re.match(r"\w", text[-1:]):
+        words.pop()  # a word still being written
+    return all(w in allowed for w in words)

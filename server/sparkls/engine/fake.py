@@ -48,7 +48,7 @@ class FakeEngine:
         token_delay_s: float = 0.0,
         chars_per_token: int = 3,
         recorder: Recorder | None = None,
-        token_logprob: float = -0.05,
+        token_logprob: float | Callable[[str], float] = -0.05,
     ) -> None:
         if isinstance(script, str):
             text = script
@@ -57,7 +57,8 @@ class FakeEngine:
             self._script = script or _default_script
         self.token_delay_s = token_delay_s
         self.chars_per_token = max(1, chars_per_token)
-        self.token_logprob = token_logprob  # each "token"'s log-probability, for requests that ask
+        # each "token"'s log-probability, for requests that ask; a callable gets the answer up to the token's end
+        self.token_logprob = token_logprob
         self.started: list[str] = []
         self.aborted: list[str] = []
         self.finished: list[str] = []
@@ -102,7 +103,9 @@ class FakeEngine:
                     n += 1
                     if n == 1:
                         ttft = (time.perf_counter() - t1) * 1000
-                    yield Delta(text[i : i + self.chars_per_token], self.token_logprob if request.logprobs else None)
+                    end = i + self.chars_per_token
+                    lp = self.token_logprob(text[:end]) if callable(self.token_logprob) else self.token_logprob
+                    yield Delta(text[i:end], lp if request.logprobs else None)
             except (asyncio.CancelledError, GeneratorExit):
                 await self.abort(request.id)
                 self.recorder.record(request.id, stats("abort"))
