@@ -280,7 +280,7 @@ def candidates(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = N
     if not added:
         got = _answer(p, removed, [], end)
         return [got] if got is not None else []
-    out = []
+    out: list[Answer] = []
     for keep in range(len(added), 0, -1):
         lines = added[:keep]
         got = _answer(
