@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from sparkls.edit import diff, nextedit, rewrite
-from sparkls.edit.generate import continue_diff
+from sparkls.edit.generate import TOKENS_PER_LINE, continue_diff
 from sparkls.settings import Settings
 from sparkls.text.document import Document
 
@@ -128,8 +128,9 @@ async def variant_diff(
     from sparkls.engine.base import GenerationRequest
 
     # The server's own loop (stops where the server stops; per line the lowest token log-probability), ungated.
+    limit = TOKENS_PER_LINE * (Settings().next_edit_max_lines + 1)  # the server's
     answer, stats, lps = await continue_diff(
-        engine, GenerationRequest(prompt, max_tokens=160, stop=nextedit.STOPS, logprobs=True), forced
+        engine, GenerationRequest(prompt, max_tokens=limit, stop=nextedit.STOPS, logprobs=True), forced
     )
     if not force:  # the model's own context lines before its change: skip them, then the change is at its line
         skip = 0
@@ -196,6 +197,7 @@ async def run(
                         **r,
                         "cold_ms": ms,
                         "warm_ms": ms,
+                        "finish_reason": st.finish_reason if st else "",
                         "decode_tokens": st.decode_tokens if st else 0,
                         "prompt_tokens": st.prompt_tokens if st else 0,
                     }
@@ -234,21 +236,26 @@ def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> li
     """Per (nextEditMinConfidence, nextEditRepeatMinConfidence): shown, precision and exact (%) when the server's
     own choice (`generate.choose`: the whole change or its longest sure beginning) is made over each row's stored
     ungated answer."""
-    from sparkls.edit.generate import choose
+    from sparkls.edit.generate import choose, complete
+    from sparkls.engine.base import GenerationStats
 
     cases = []
     for r in rows:
         got = history_of(data[r["id"]]) if "answer" in r else None
         if got is not None:
             lps = [x[0] if isinstance(x, list) else x for x in r["line_lps"]]  # older files: [lowest, sum]
-            cases.append((data[r["id"]], got[0], got[1], prompt_of(data[r["id"]], got[0], got[1]), r["answer"], lps))
+            # Older files ran to 160 tokens and did not record why an answer ended.
+            why = r.get("finish_reason") or ("length" if r["decode_tokens"] >= 160 else "stop")
+            answer = complete(r["answer"], GenerationStats(finish_reason=why))
+            recent = nextedit.recent_words(got[0])
+            cases.append((data[r["id"]], recent, got[1], prompt_of(data[r["id"]], got[0], got[1]), answer, lps))
     out = []
     for lo in GATE_MIN:
         for rep in GATE_REPEAT:
             s = Settings(next_edit_min_confidence=lo, next_edit_repeat_min_confidence=min(rep, lo) if rep < 1 else 1.0)
             shown = hits = 0
-            for row, history, text, p, answer, lps in cases:
-                got, _ = choose(text, p, answer, lps, history, s)
+            for row, recent, text, p, answer, lps in cases:
+                got, _ = choose(text, p, answer, lps, recent, s)
                 if got is not None:
                     ws, we, after = nextedit.applied(text, p, got)
                     edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
@@ -260,7 +267,7 @@ def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> li
 
 def print_grid(label: str, grid: list[dict[str, float]]) -> None:
     print(f"{label}: shown % / precision % / exact % per nextEditMinConfidence (rows), RepeatMin (columns)")
-    print("  min  " + "".join(f"{'repeat ' + str(r) if r < 1 else 'no repeat gate':>20}" for r in GATE_REPEAT))
+    print("  min  " + "".join(f"{'repeat ' + str(r) if r < 1 else 'no repeat gate':>21}" for r in GATE_REPEAT))
     for lo in GATE_MIN:
         cells = [g for g in grid if g["min"] == lo]
         print(

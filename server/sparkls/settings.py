@@ -353,8 +353,8 @@ class Settings(BaseModel):
         ge=1,
         le=1000,
         description=(
-            "A predicted next edit that changes more lines than this (removed + added) is not offered: next edits are "
-            "small, a big rewrite is the model rambling."
+            "A predicted next edit that changes more lines than this (removed + added) is not offered whole (next "
+            "edits are small, a big rewrite is the model rambling); its first lines may be, within this size."
         ),
     )
     next_edit_min_confidence: float = Field(

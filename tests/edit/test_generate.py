@@ -1,5 +1,7 @@
 """Rewrites and next-edit predictions by a fake engine: the model sees numbered placeholders, the rewrite gets the
-secrets back, and a prediction never drops or changes a secret."""
+secrets back, and a prediction never drops or changes a secret; the next-edit gate and where decoding stops."""
+
+import math
 
 import pytest
 from sparkls.text.document import Document
@@ -138,20 +140,27 @@ def test_a_prediction_sure_of_its_first_line_only_is_offered_as_that_line():
     assert result.stats.finish_reason == "abort"  # decoding stopped at the second line's first unsure token
 
 
-@pytest.mark.parametrize(("repeat_min", "offered"), [(0.3, True), (0.5, False)])
-def test_a_prediction_that_repeats_the_recent_edits_passes_a_lower_gate(repeat_min, offered):
-    import asyncio
-    import math
-
-    from sparkls.edit import generate, nextedit
-    from sparkls.engine.fake import FakeEngine
-    from sparkls.settings import Settings
+def renamed_once():
+    """A document after the user renamed `compute` to `compute_v2` on its first line, and that edit's history."""
+    from sparkls.edit import nextedit
 
     text = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
     history = nextedit.History()
     at = text.index("compute(1)")
     history.record(text, at, at + len("compute(1)"), "compute_v2(1)", now=1.0)
-    text = text.replace("compute(1)", "compute_v2(1)")
+    return text.replace("compute(1)", "compute_v2(1)"), history
+
+
+@pytest.mark.parametrize(("repeat_min", "offered"), [(0.3, True), (0.5, False)])
+def test_a_prediction_that_repeats_the_recent_edits_passes_a_lower_gate(repeat_min, offered):
+    import asyncio
+    import math
+
+    from sparkls.edit import generate
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text, history = renamed_once()
     doc = Document.open("file:///t.py", "python", 2, text)
     engine = FakeEngine("+b = compute_v2(2)\n", token_logprob=math.log(0.4))
     settings = Settings.model_validate({"nextEditMinConfidence": 0.7, "nextEditRepeatMinConfidence": repeat_min})
@@ -163,19 +172,50 @@ def test_an_unsure_prediction_stops_decoding_once_it_adds_a_word_no_recent_edit_
     import asyncio
     import math
 
-    from sparkls.edit import generate, nextedit
+    from sparkls.edit import generate
     from sparkls.engine.fake import FakeEngine
     from sparkls.settings import Settings
 
-    text = "a = compute(1)\nb = compute(2)\nc = compute(3)\n"
-    history = nextedit.History()
-    at = text.index("compute(1)")
-    history.record(text, at, at + len("compute(1)"), "compute_v2(1)", now=1.0)
-    text = text.replace("compute(1)", "compute_v2(1)")
+    text, history = renamed_once()
     doc = Document.open("file:///t.py", "python", 2, text)
-    answer = "+b = compute_v2(2) + retry_budget(4)\n+" + "c = 3\n+" * 20
+    answer = "+b = compute_v2(retry_budget)\n+" + "c = 3\n+" * 20
     engine = FakeEngine(answer, chars_per_token=1, token_logprob=math.log(0.4))  # between the two gates
     settings = Settings.model_validate({"nextEditMinConfidence": 0.7, "nextEditRepeatMinConfidence": 0.3})
     result, _ = asyncio.run(generate.predict(doc, text.index("b ="), history, engine, settings))
     assert result.edits == [] and result.stats.finish_reason == "abort"
-    assert result.stats.decode_tokens <= len("+b = compute_v2(2) + retry_budget(")  # stopped at the new word
+    # It decoded on while the change could still repeat the rename, and stopped when `retry_budget` was finished.
+    assert result.stats.decode_tokens == len("+b = compute_v2(retry_budget)")
+
+
+SURE, UNSURE, RARE = math.log(0.9), math.log(0.5), math.log(0.1)
+SCRIPTS = [  # (answer, per-token log-probability from the answer so far)
+    ("+b = compute_v2(2)\n+c = compute_v2(3)\n+d = 4\n", lambda s: SURE if s.count("+") < 3 else RARE),
+    ("+b = compute_v2(2)\n+c = compute_v2(3)\n", lambda s: UNSURE),
+    ("+b = compute_v2(2)\n+c = compute_v2(3) + 1\n", lambda s: SURE if s.count("+") < 2 else UNSURE),
+    ("-c = compute(3)\n+b = compute_v2(2)\n+c = compute_v2(3)\n+d = d * 2\n", lambda s: SURE if "*" not in s else RARE),
+    ("+x = 1\n+b = compute(2)\n c", lambda s: UNSURE),
+]
+
+
+@pytest.mark.parametrize(("answer", "logprob"), SCRIPTS)
+def test_stopping_early_offers_what_the_gate_offers_on_the_whole_answer(answer, logprob):
+    """Decoding stops once no change that includes the line being written can pass; what it then offers is what
+    the gate (`choose`) offers on the whole, ungated answer, which the tuning-half table is computed from."""
+    import asyncio
+
+    from sparkls.edit import generate, nextedit
+    from sparkls.engine.base import GenerationRequest
+    from sparkls.engine.fake import FakeEngine
+    from sparkls.settings import Settings
+
+    text, history = renamed_once()
+    doc = Document.open("file:///t.py", "python", 2, text)
+    settings = Settings()
+    engine = FakeEngine(answer, chars_per_token=1, token_logprob=logprob)
+    result, _ = asyncio.run(generate.predict(doc, text.index("b ="), history, engine, settings))
+    p = nextedit.render(doc, text.index("b ="), history, "t.py", max_lines=settings.next_edit_max_lines)
+    request = GenerationRequest(p.text, max_tokens=400, stop=nextedit.STOPS, logprobs=True)
+    whole, _, lps = asyncio.run(generate.continue_diff(engine, request, p.removed))
+    got, _ = generate.choose(text, p, whole, lps, nextedit.recent_words(history), settings)
+    s, e, new = nextedit.applied(text, p, got)
+    assert result.text == new and (result.start, result.end) == (s, e)

@@ -148,12 +148,23 @@ def test_a_change_is_also_offered_cut_after_each_added_line_longest_first():
     assert whole is not None and (whole.first, whole.last, whole.added) == (got[0].first, got[0].last, got[0].added)
 
 
-def test_a_cut_change_replaces_as_many_lines_as_it_keeps_and_never_drops_one():
+@pytest.mark.parametrize(
+    ("answer", "cuts"),
+    [
+        # replaces two lines with three: a cut replaces as many as it keeps
+        ("-    y = 2\n-    return x\n+    y = a\n+    return a\n+    pass\n", [(2, 4, 3), (2, 4, 2), (2, 3, 1)]),
+        # inserts above the cursor's line, written back last: a cut keeps that line
+        ("-    y = 2\n+    w = 0\n+    v = 1\n+    y = 2\n", [(2, 2, 2), (2, 2, 1)]),
+        # inserts between the cursor's line and the next: a cut keeps both
+        ("-    y = 2\n-    return x\n+    y = 2\n+    w = 0\n+    return x\n", [(3, 3, 1)]),
+    ],
+)
+def test_a_cut_change_replaces_lines_and_never_drops_one(answer, cuts):
     doc = Document.open("file:///w/m.py", "python", 1, LINES)
     p = nextedit.render(doc, LINES.index("y = 2"), None, "m.py")
-    got = nextedit.candidates(p, "-    y = 2\n-    return x\n+    y = a\n+    return a\n+    pass\n")
-    assert [(c.first, c.last, len(c.added)) for c in got] == [(2, 4, 3), (2, 4, 2), (2, 3, 1)]
-    assert nextedit.candidates(p, "-    y = 2\n     return x\n")[0].added == []  # a deletion is not cut
+    assert [(c.first, c.last, len(c.added)) for c in nextedit.candidates(p, answer)] == cuts
+    (deletion,) = nextedit.candidates(p, "-    y = 2\n     return x\n")  # a deletion is not cut
+    assert (deletion.first, deletion.last, deletion.added) == (2, 3, [])
 
 
 def test_a_change_made_of_the_recent_edits_changes_repeats_them():
@@ -166,19 +177,21 @@ def test_a_change_made_of_the_recent_edits_changes_repeats_them():
     other = nextedit.parse(p, p.removed + "+v5 = compute_v3(5)\n")
     more = nextedit.parse(p, p.removed + "+v5 = compute_v2(5) + 1\n")
     assert same is not None and other is not None and more is not None
-    assert nextedit.repeats(h, p, same)
-    assert not nextedit.repeats(h, p, other) and not nextedit.repeats(h, p, more)
-    assert not nextedit.repeats(None, p, same)
+    recent = nextedit.recent_words(h)
+    assert nextedit.repeats(recent, p, same)
+    assert not nextedit.repeats(recent, p, other) and not nextedit.repeats(recent, p, more)
+    assert not nextedit.repeats(nextedit.recent_words(None), p, same)
 
 
 def test_a_change_may_repeat_the_recent_edits_until_it_adds_a_word_they_did_not():
     h = nextedit.History()
     edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
-    assert nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(5)")
-    assert nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(ret")  # `ret` may still grow into a word
-    assert not nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(retry)")
-    assert not nextedit.may_repeat(h, "-v5 = compute(5)\n+v5 = compute_v2(5) +")  # `+`: neither removed nor added
-    assert not nextedit.may_repeat(None, "-v5 = compute(5)\n+v5 = compute_v2(5)")
+    recent = nextedit.recent_words(h)
+    assert nextedit.may_repeat(recent, "-v5 = compute(5)\n+v5 = compute_v2(5)")
+    assert nextedit.may_repeat(recent, "-v5 = compute(5)\n+v5 = compute_v2(ret")  # `ret` may still grow into a word
+    assert not nextedit.may_repeat(recent, "-v5 = compute(5)\n+v5 = compute_v2(retry)")
+    assert not nextedit.may_repeat(recent, "-v5 = compute(5)\n+v5 = compute_v2(5) +")  # `+`: neither removed nor added
+    assert not nextedit.may_repeat(nextedit.recent_words(None), "-v5 = compute(5)\n+v5 = compute_v2(5)")
 
 
 def test_generation_stops_at_the_first_character_of_a_line_that_is_not_part_of_the_change():

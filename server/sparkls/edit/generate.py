@@ -156,6 +156,7 @@ async def predict(
         frame,
         settings.next_edit_max_lines,
     )
+    recent = nextedit.recent_words(history)  # taken now: the history may grow while the model decodes
     answer, stats, line_lps = await continue_diff(
         engine,
         GenerationRequest(
@@ -169,11 +170,16 @@ async def predict(
         ),
         p.removed,
         settings.next_edit_min_confidence,
-        (settings.next_edit_repeat_min_confidence, lambda so_far: nextedit.may_repeat(history, so_far)),
+        (settings.next_edit_repeat_min_confidence, lambda so_far: nextedit.may_repeat(recent, so_far)),
     )
-    got, why = choose(doc.text, p, answer, line_lps, history, settings)
+    got, why = choose(doc.text, p, complete(answer, stats), line_lps, recent, settings)
     if why:
-        log.info("%s: predicted edit %s: not offered", rid, why)
+        log.info(
+            "%s: predicted edit %s: %s",
+            rid,
+            why,
+            "not offered" if got is None else f"its first {len(got.added)} added lines offered",
+        )
     s, e, text = nextedit.applied(doc.text, p, got)
     original = doc.text[s:e]
     es = diff.region_edits(doc.text, s, e, text) if text != original else []
@@ -183,22 +189,29 @@ async def predict(
     )
 
 
+def complete(answer: str, stats: GenerationStats) -> str:
+    """The answer without an added line that the token limit cut short."""
+    last = answer.rfind("\n") + 1
+    return answer[:last] if stats.finish_reason == "length" and answer[last:].startswith("+") else answer
+
+
 def choose(
     text: str,
     p: nextedit.DiffPrompt,
     answer: str,
     line_lps: list[float],
-    history: nextedit.History | None,
+    recent: nextedit.Words,
     settings: Settings,
 ) -> tuple[nextedit.Answer | None, str]:
     """The change to offer: the model's whole change, else the longest sure beginning of it that the gate lets
-    through; or None, and why the whole change is not offered ("" when the model changed nothing)."""
+    through (None when nothing passes); and why the whole change is not offered ("" when it is, or when the model
+    changed nothing)."""
     why = ""
     for c in nextedit.candidates(p, answer, line_lps):  # the whole change first
         s, e, new = nextedit.applied(text, p, c)
-        no = refusal(text[s:e], new, p, c, history, settings)
+        no = refusal(text[s:e], new, p, c, recent, settings)
         if not no:
-            return c, ""
+            return c, why
         why = why or no
     return None, why
 
@@ -208,7 +221,7 @@ def refusal(
     text: str,
     p: nextedit.DiffPrompt,
     got: nextedit.Answer,
-    history: nextedit.History | None,
+    recent: nextedit.Words,
     settings: Settings,
 ) -> str:
     """Why a predicted change (the region `original` becoming `text`) is not offered, or "" when it is."""
@@ -219,7 +232,7 @@ def refusal(
         return "drops or changes a redacted secret"  # a next edit never touches a secret
     if got.confidence >= settings.next_edit_min_confidence:
         return ""
-    if got.confidence >= settings.next_edit_repeat_min_confidence and nextedit.repeats(history, p, got):
+    if got.confidence >= settings.next_edit_repeat_min_confidence and nextedit.repeats(recent, p, got):
         return ""
     return f"confidence {got.confidence:.2f} < nextEditMinConfidence {settings.next_edit_min_confidence}"
 

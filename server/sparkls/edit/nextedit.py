@@ -10,7 +10,9 @@ at the cursor with the two lines above it as context and the cursor's line as re
 changes: more `-` lines, then the `+` lines that replace them (the cursor's line again first when it only inserts
 below it); it stops when it goes back to context. The frame stays while the user edits near it, so consecutive
 predictions are one prompt that grows by appending each new edit: the engine reuses the KV of all the rest. The
-lowest token probability on the added lines is the prediction's confidence (the `nextEditMinConfidence` gate).
+lowest token probability on the added lines is the prediction's confidence; the gate (`edit/generate.py`) offers
+the whole change or its longest sure beginning (`candidates`), and trusts a change made of the recent edits'
+changes (`repeats`) from a lower probability.
 Measured against a whole-window rewrite with the edits described in words (the prompt before), a chat prompt with
 diffs, and this diff without the cursor's line removed (`benchmarks/next_prompts.py`, `next_eval.py`). Secrets
 never reach the model: the excerpt and the diff are redacted, the lines the hunk may remove masked with numbered
@@ -255,10 +257,11 @@ def candidates(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = N
     """The model's change after the prompt's hunk header (`answer` begins with the cursor's `-` line the prompt
     ends with), then the same change cut after each of its added lines, longest first: a prediction whose first
     lines are sure and whose last ones are not is shown as its sure part (the model goes on writing past the edit
-    more often than it gets the edit wrong). A cut change removes no more lines than it keeps added, so a line is
-    replaced, never dropped, by a cut. Empty when the answer changes nothing, removes a line that is not the
-    document's, or writes a placeholder the masked lines did not have. `line_logprobs`: per line of `answer`, the
-    lowest token log-probability."""
+    more often than it gets the edit wrong). A cut removes no more lines than it keeps added, and none of those
+    the whole change writes back at its end (the cursor's line, when it inserts above it): a cut replaces lines,
+    never drops one. Empty when the answer changes nothing, removes a line that is not the document's, or writes
+    a placeholder the masked lines did not have. `line_logprobs`: per line of `answer`, the lowest token
+    log-probability."""
     if not p.lines:
         return []
     first = p.line - p.context
@@ -280,11 +283,15 @@ def candidates(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = N
     if not added:
         got = _answer(p, removed, [], end)
         return [got] if got is not None else []
+    written_back = _trim(p, removed, [x for x, _ in added])[3]
     out: list[Answer] = []
     for keep in range(len(added), 0, -1):
-        lines = added[:keep]
+        cut = len(added) - keep
         got = _answer(
-            p, removed if keep == len(added) else min(removed, keep), [x for x, _ in lines], min(lp for _, lp in lines)
+            p,
+            min(keep, removed - min(written_back, cut)) if cut else removed,
+            [x for x, _ in added[:keep]],
+            min(lp for _, lp in added[:keep]),
         )
         if got is not None and got not in out:
             out.append(got)
@@ -297,13 +304,20 @@ def parse(p: DiffPrompt, answer: str, line_logprobs: list[float] | None = None) 
     return got[0] if got else None
 
 
-def _answer(p: DiffPrompt, removed: int, added: list[str], low: float) -> Answer | None:
-    at = p.line - p.context
-    # Lines removed and written again unchanged stay (the cursor's line, when the model inserts below or above it).
+def _trim(p: DiffPrompt, removed: int, added: list[str]) -> tuple[int, int, list[str], int]:
+    """A change without the lines it removes and writes again unchanged (the cursor's line, when the model inserts
+    below or above it): its first line (an index into `p.lines`), lines removed, lines added, and how many of the
+    lines it wrote again were at its end."""
+    at, tail = p.line - p.context, 0
     while removed and added and added[0] == p.lines[at]:
         at, removed, added = at + 1, removed - 1, added[1:]
     while removed and added and added[-1] == p.lines[at + removed - 1]:
-        removed, added = removed - 1, added[:-1]
+        removed, added, tail = removed - 1, added[:-1], tail + 1
+    return at, removed, added, tail
+
+
+def _answer(p: DiffPrompt, removed: int, added: list[str], low: float) -> Answer | None:
+    at, removed, added, _ = _trim(p, removed, added)
     if not removed and not added:
         return None
     new: list[str] = []
@@ -325,38 +339,37 @@ def _words_changed(old: list[str], new: list[str]) -> tuple[set[str], set[str]]:
     return set(a - b), set(b - a)
 
 
-def _recent_words(history: History) -> tuple[set[str], set[str]]:
+Words = tuple[frozenset[str], frozenset[str]]
+
+
+def recent_words(history: History | None) -> Words:
     """The words the recent edits removed, and those they added."""
     removed: set[str] = set()
     added: set[str] = set()
-    for h in history.hunks:
+    for h in history.hunks if history is not None else ():
         r, a = _words_changed(h.old, h.new)
         removed |= r
         added |= a
-    return removed, added
+    return frozenset(removed), frozenset(added)
 
 
-def repeats(history: History | None, p: DiffPrompt, got: Answer) -> bool:
-    """Whether the predicted change is made of the recent edits' changes: every word it removes one of them
-    removed, every word it adds one of them added (a rename carried on, the same fix at the next call)."""
-    if history is None:
-        return False
+def repeats(recent: Words, p: DiffPrompt, got: Answer) -> bool:
+    """Whether the predicted change is made of the recent edits' changes (`recent_words`): every word it removes
+    one of them removed, every word it adds one of them added (a rename carried on, the same fix at the next
+    call)."""
     removes, adds = _words_changed(
         list(p.lines[got.first - p.context : got.last - p.context]), [x.rstrip("\n") for x in got.added]
     )
-    if not removes and not adds:
-        return False
-    removed, added = _recent_words(history)
-    return removes <= removed and adds <= added
+    return bool(removes or adds) and removes <= recent[0] and adds <= recent[1]
 
 
-def may_repeat(history: History | None, answer: str) -> bool:
+def may_repeat(recent: Words, answer: str) -> bool:
     """Whether a change whose diff lines so far are `answer` can still turn out to repeat the recent edits: no
     finished word on its added lines is one that neither a recent edit added nor the change removes."""
-    if history is None:
+    if not recent[0] and not recent[1]:
         return False
     lines = answer.split("\n")
-    allowed = _recent_words(history)[1] | set(_WORD.findall("\n".join(x for x in lines if x.startswith("-"))))
+    allowed = recent[1] | set(_WORD.findall("\n".join(x for x in lines if x.startswith("-"))))
     text = "\n".join(x[1:] for x in lines if x.startswith("+"))
     words = _WORD.findall(text)
     if words and re.match(r"\w", text[-1:]):
