@@ -119,6 +119,12 @@ def prompt_of(row: dict[str, Any], history: nextedit.History, text: str) -> next
     )
 
 
+def scored(text: str, row: dict[str, Any], p: nextedit.DiffPrompt, got: nextedit.Answer | None) -> dict[str, Any]:
+    """`next_eval.score` of a prediction (None: no edit) made on the server's prompt `p`."""
+    ws, we, after = nextedit.applied(text, p, got)
+    return score(text, row, ws, we, after, diff.region_edits(text, ws, we, after) if after != text[ws:we] else [])
+
+
 async def variant_diff(
     engine: Any, row: dict[str, Any], history: nextedit.History, text: str, force: bool = True
 ) -> dict[str, Any]:
@@ -147,10 +153,8 @@ async def variant_diff(
             lps = lps[skip:]
             p = nextedit.DiffPrompt(p.text, p.line + skip, p.context, p.frame, p.lines, p.secrets, p.removed)
     got = nextedit.parse(p, answer, lps)
-    ws, we, after = nextedit.applied(text, p, got)
-    edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
     return {
-        **score(text, row, ws, we, after, edits),
+        **scored(text, row, p, got),
         "answer": answer,
         "stats": stats,
         "line_lps": lps,
@@ -255,12 +259,8 @@ def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> li
             s = Settings(next_edit_min_confidence=lo, next_edit_repeat_min_confidence=min(rep, lo) if rep < 1 else 1.0)
             shown = hits = 0
             for row, recent, text, p, answer, lps in cases:
-                got, _ = choose(text, p, answer, lps, recent, s)
-                if got is not None:
-                    ws, we, after = nextedit.applied(text, p, got)
-                    edits = diff.region_edits(text, ws, we, after) if after != text[ws:we] else []
-                    sc = score(text, row, ws, we, after, edits)
-                    shown, hits = shown + sc["shown"], hits + sc["exact"]
+                sc = scored(text, row, p, choose(text, p, answer, lps, recent, s)[0])
+                shown, hits = shown + sc["shown"], hits + sc["exact"]
             out.append({"min": lo, "repeat": rep, **rates(len(cases), shown, hits)})
     return out
 
