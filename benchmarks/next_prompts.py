@@ -11,19 +11,22 @@ Variants:
   unified diff oldest first, a hunk header at the cursor with two context lines and the cursor's line as
   removed; the model writes only the changed lines; parsed by `nextedit.parse`. Per changed line the lowest
   token probability is kept, for the confidence gate's precision/coverage curve.
+- `diff-ctx1`, `diff-ctx0`: the same with one or no context line above the cursor's line (fewer new tokens per
+  prediction, so a faster warm one; timing it warm means changing `nextedit.CONTEXT_LINES` and `next_eval.py`).
 - `diff-unforced`: the same without the cursor's line removed in the prompt (the model may go on with context).
 - `diff-chat`: the chat template, the recent edits as unified diffs oldest first, the window with the cursor
   marked, the whole window rewritten (3 lines above the cursor, 8 below).
 The prompt of the server before this change (the whole window rewritten, the recent edits described in words)
 is measured as `baseline` in `next_eval.py`.
 
-The `diff` variant's ungated answers also give the gate's table: per (nextEditMinConfidence,
-nextEditRepeatMinConfidence), what the server would show (`generate.choose`: the whole change or its longest sure
-beginning; a change made of the recent edits' changes passes the lower gate). `--rescore FILE` prints that table
-again from a stored run, no model: for the 96-row sample the rule was chosen on, and for the rest of the tuning half.
+The gated variants' (`diff`, `diff-ctx1`, `diff-ctx0`) ungated answers also give the gate's table: per
+(nextEditMinConfidence, nextEditRepeatMinConfidence), what the server would show (`generate.choose`: the whole
+change or its longest sure beginning; a change made of the recent edits' changes passes the lower gate).
+`--rescore FILE` prints that table again from a stored run, no model: for the 96-row sample the rule was chosen on,
+and for the rest of the tuning half.
 
-Usage: python benchmarks/next_prompts.py [--variants diff,diff-unforced,diff-chat] [--models 0.5b] [--limit N]
-       [--out FILE] [--rescore FILE]
+Usage: python benchmarks/next_prompts.py [--variants diff,diff-ctx1,diff-ctx0,diff-unforced,diff-chat]
+       [--models 0.5b] [--limit N] [--out FILE] [--rescore FILE]
 """
 
 from __future__ import annotations
@@ -104,8 +107,10 @@ async def variant_diff_chat(engine: Any, row: dict[str, Any], history: nextedit.
     return {**score(text, row, ws, we, after, edits), "answer": answer, "stats": stats}
 
 
-def prompt_of(row: dict[str, Any], history: nextedit.History, text: str) -> nextedit.DiffPrompt:
-    """The server's next-edit prompt at the row's target (a fresh frame)."""
+def prompt_of(
+    row: dict[str, Any], history: nextedit.History, text: str, context_lines: int = nextedit.CONTEXT_LINES
+) -> nextedit.DiffPrompt:
+    """The server's next-edit prompt at the row's target (a fresh frame), `context_lines` above the cursor."""
     s = Settings()
     doc = Document.open("file:///x/" + row["path"].rsplit("/", 1)[-1], row["lang"], 1, text)
     return nextedit.render(
@@ -116,6 +121,7 @@ def prompt_of(row: dict[str, Any], history: nextedit.History, text: str) -> next
         s.next_edit_lines_before,
         s.next_edit_lines_after,
         max_lines=s.next_edit_max_lines,
+        context_lines=context_lines,
     )
 
 
@@ -126,9 +132,14 @@ def scored(text: str, row: dict[str, Any], p: nextedit.DiffPrompt, got: nextedit
 
 
 async def variant_diff(
-    engine: Any, row: dict[str, Any], history: nextedit.History, text: str, force: bool = True
+    engine: Any,
+    row: dict[str, Any],
+    history: nextedit.History,
+    text: str,
+    force: bool = True,
+    context_lines: int = nextedit.CONTEXT_LINES,
 ) -> dict[str, Any]:
-    p = prompt_of(row, history, text)
+    p = prompt_of(row, history, text, context_lines)
     forced = p.removed if force else ""
     prompt = p.text if force else p.text[: len(p.text) - len(p.removed)]
     from sparkls.engine.base import GenerationRequest
@@ -169,7 +180,22 @@ async def variant_diff_unforced(
     return await variant_diff(engine, row, history, text, force=False)
 
 
-VARIANTS = {"diff": variant_diff, "diff-unforced": variant_diff_unforced, "diff-chat": variant_diff_chat}
+# The variants whose answers the server's gate reads (`gate_grid`), each with its context lines above the cursor.
+GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx1": 1, "diff-ctx0": 0}
+
+
+def gated_variant(context_lines: int) -> Any:
+    async def variant(engine: Any, row: dict[str, Any], history: nextedit.History, text: str) -> dict[str, Any]:
+        return await variant_diff(engine, row, history, text, context_lines=context_lines)
+
+    return variant
+
+
+VARIANTS = {
+    **{name: gated_variant(n) for name, n in GATED.items()},
+    "diff-unforced": variant_diff_unforced,
+    "diff-chat": variant_diff_chat,
+}
 
 
 async def run(
@@ -236,7 +262,9 @@ GATE_MIN = (0.5, 0.6, 0.7, 0.8)
 GATE_REPEAT = (0.2, 0.3, 0.4, 0.5, 1.0)  # 1.0: a repeat of the recent edits passes the same gate as any change
 
 
-def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> list[dict[str, float]]:
+def gate_grid(
+    rows: list[dict[str, Any]], data: dict[str, dict[str, Any]], context_lines: int = nextedit.CONTEXT_LINES
+) -> list[dict[str, float]]:
     """Per (nextEditMinConfidence, nextEditRepeatMinConfidence): shown, precision and exact (%) when the server's
     own choice (`generate.choose`: the whole change or its longest sure beginning) is made over each row's stored
     ungated answer."""
@@ -252,7 +280,8 @@ def gate_grid(rows: list[dict[str, Any]], data: dict[str, dict[str, Any]]) -> li
             why = r.get("finish_reason") or ("length" if r["decode_tokens"] >= 160 else "stop")
             answer = complete(r["answer"], GenerationStats(finish_reason=why))
             recent = nextedit.recent_words(got[0])
-            cases.append((data[r["id"]], recent, got[1], prompt_of(data[r["id"]], got[0], got[1]), answer, lps))
+            p = prompt_of(data[r["id"]], got[0], got[1], context_lines)
+            cases.append((data[r["id"]], recent, got[1], p, answer, lps))
     out = []
     for lo in GATE_MIN:
         for rep in GATE_REPEAT:
@@ -276,13 +305,13 @@ def print_grid(label: str, grid: list[dict[str, float]]) -> None:
 
 
 def rescore(path: Path) -> int:
-    """The gate grid over a stored run's `diff` answers, split into the 96-row sample the gate's rule was chosen on
-    and the rest of the tuning half, which checks it."""
+    """The gate grid over a stored run's gated variants' answers (`diff`, `diff-ctx1`, ...), split into the 96-row
+    sample the gate's rule was chosen on and the rest of the tuning half, which checks it."""
     d = json.loads(path.read_text())
     data = {r["id"]: r for r in load("tuning", None)}
     sample = {r["id"] for r in load("tuning", 96)}
     for r in d["results"]:
-        if r["variant"] != "diff":
+        if r["variant"] not in GATED:
             continue
         parts = {
             "96-row sample": [x for x in r["rows"] if x["id"] in sample],
@@ -291,7 +320,8 @@ def rescore(path: Path) -> int:
         }
         for label, rows in parts.items():
             if rows and (label != "whole tuning half" or len(rows) > len(parts["96-row sample"])):
-                print_grid(f"{r['model']}, {label}, {len(rows)} rows", gate_grid(rows, data))
+                grid = gate_grid(rows, data, r.get("context_lines", 2))  # files before the field: 2
+                print_grid(f"{r['model']} {r['variant']}, {label}, {len(rows)} rows", grid)
     return 0
 
 
@@ -314,12 +344,15 @@ def main() -> int:
         for v in variants:
             s = summarize(got[v])
             dec = [r["decode_tokens"] for r in got[v] if "exact" in r]
-            results.append({"model": model, "variant": v, "summary": {**s, "decode_tokens": dist(dec)}, "rows": got[v]})
+            summary = {**s, "decode_tokens": dist(dec)}
+            results.append({"model": model, "variant": v, "summary": summary, "rows": got[v]})
+            if v in GATED:
+                results[-1]["context_lines"] = GATED[v]
     data = {r["id"]: r for r in rows}
     for r in results:
-        if r["variant"] == "diff":
+        if r["variant"] in GATED:
             r["gate"] = gate_curve(r["rows"])
-            print(f"{r['model']} diff, whole-change confidence gate (threshold: shown %, precision %, exact %):")
+            print(f"{r['model']} {r['variant']}, whole-change gate (threshold: shown %, precision %, exact %):")
             print(
                 "  "
                 + "  ".join(
@@ -327,8 +360,8 @@ def main() -> int:
                     for g in r["gate"]
                 )
             )
-            r["gate_grid"] = gate_grid(r["rows"], data)
-            print_grid(f"{r['model']} diff, the server's gate", r["gate_grid"])
+            r["gate_grid"] = gate_grid(r["rows"], data, r["context_lines"])
+            print_grid(f"{r['model']} {r['variant']}, the server's gate", r["gate_grid"])
     print(f"{'model variant':22} rows exact% chrF  shown% prec% located% decode-tok p50  ms p50")
     for r in results:
         s = r["summary"]

@@ -54,6 +54,17 @@ def test_the_prompt_is_the_file_before_the_edits_then_their_diff_then_a_hunk_at_
     assert p.removed == "-v5 = compute(5)\n"
 
 
+def test_the_hunk_at_the_cursor_has_as_many_context_lines_as_asked():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    doc = Document.open("file:///w/m.py", "python", 2, text)
+    cursor = text.index("v5 = ")
+    for n, hunk in ((1, "@@ -5 +5 @@\n v4 = compute(4)\n-v5 = compute(5)\n"), (0, "@@ -6 +6 @@\n-v5 = compute(5)\n")):
+        p = nextedit.render(doc, cursor, h, "m.py", context_lines=n)
+        assert p.text.endswith("+v3 = compute_v2(3)\n" + hunk)
+        assert (p.line, p.context) == (5, 5 - n)
+
+
 def test_a_new_edit_near_the_last_prediction_appends_to_its_prompt():
     h = nextedit.History()
     text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)

@@ -9,7 +9,7 @@ import pytest
 from sparkls.engine.base import Delta, GenerationRequest, Priority
 
 from tests.conftest import require
-from tests.engine_support import cancel_after, collect
+from tests.engine_support import cancel_after, collect, until
 
 pytestmark = pytest.mark.model
 
@@ -95,6 +95,26 @@ async def test_aborting_stops_the_engine_within_a_token_and_frees_it(engine):
     assert stats.finish_reason == "abort"
     assert stats.decode_tokens < 20  # of 400 allowed: it stopped right after the cancel
     # The next request is served (the worker is free again).
+    _, nxt, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
+    assert nxt.finish_reason in ("length", "stop")
+
+
+async def test_a_stream_whose_event_loop_closed_is_stopped_and_the_worker_serves_on(engine):
+    """An event loop closed under a suspended stream (no `aclose`, as a program that ends mid-request) leaves
+    nobody to hand the tokens to: the worker stops that request, and serves the next one."""
+    long_prompt = "<|fim_prefix|># a long list of numbers\nnumbers = [\n    1,\n<|fim_suffix|><|fim_middle|>"
+
+    def first_event_then_close_the_loop() -> None:
+        loop = asyncio.new_event_loop()
+        stream = engine.stream(GenerationRequest(long_prompt, max_tokens=400, id="orphan-1"))
+        loop.run_until_complete(anext(stream))  # the generation runs; its stream stays suspended
+        loop.close()  # and its loop never runs again
+
+    await asyncio.to_thread(first_event_then_close_the_loop)
+    await until(lambda: any(rid == "orphan-1" for rid, _ in engine.completed) or not engine.alive())
+    assert engine.alive()
+    (stats,) = [st for rid, st in engine.completed if rid == "orphan-1"]
+    assert stats.finish_reason == "abort" and stats.decode_tokens < 400
     _, nxt, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
     assert nxt.finish_reason in ("length", "stop")
 

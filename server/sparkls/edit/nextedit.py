@@ -177,11 +177,12 @@ def render(
     below: int = 30,
     frame: EditFrame | None = None,
     max_lines: int = 8,
+    context_lines: int = CONTEXT_LINES,
 ) -> DiffPrompt:
     """The prompt for the next edit at the cursor's line (see the module's docstring)."""
     line = doc.text.count("\n", 0, cursor)
     f = frame_for(doc, line, history, path, above, below, frame)
-    context = max(0, line - CONTEXT_LINES)
+    context = max(0, line - context_lines)
     s, e = line_start(doc.text, context), line_start(doc.text, line + max_lines + 1)
     masked, secrets = redact.mask(doc.text, s, e)
     lines = masked.split("\n")

@@ -555,7 +555,10 @@ class LlamaCppEngine:
         self._cancels[request.id] = cancel
 
         def emit(item: Event | BaseException) -> None:
-            loop.call_soon_threadsafe(queue.put_nowait, item)
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+            except RuntimeError:  # the loop closed under the stream (its program ended): nobody listens, stop
+                cancel.set()
 
         now = time.perf_counter()
         job = _Job(request, cancel, emit, last_stop=now)
