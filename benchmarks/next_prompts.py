@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import sys
 import time
@@ -174,26 +175,11 @@ async def variant_diff(
     }
 
 
-async def variant_diff_unforced(
-    engine: Any, row: dict[str, Any], history: nextedit.History, text: str
-) -> dict[str, Any]:
-    return await variant_diff(engine, row, history, text, force=False)
-
-
 # The variants whose answers the server's gate reads (`gate_grid`), each with its context lines above the cursor.
 GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx1": 1, "diff-ctx0": 0}
-
-
-def gated_variant(context_lines: int) -> Any:
-    async def variant(engine: Any, row: dict[str, Any], history: nextedit.History, text: str) -> dict[str, Any]:
-        return await variant_diff(engine, row, history, text, context_lines=context_lines)
-
-    return variant
-
-
 VARIANTS = {
-    **{name: gated_variant(n) for name, n in GATED.items()},
-    "diff-unforced": variant_diff_unforced,
+    **{name: functools.partial(variant_diff, context_lines=n) for name, n in GATED.items()},
+    "diff-unforced": functools.partial(variant_diff, force=False),
     "diff-chat": variant_diff_chat,
 }
 

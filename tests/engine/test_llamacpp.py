@@ -115,6 +115,7 @@ async def test_a_stream_whose_event_loop_closed_is_stopped_and_the_worker_serves
     assert engine.alive()
     (stats,) = [st for rid, st in engine.completed if rid == "orphan-1"]
     assert stats.finish_reason == "abort" and stats.decode_tokens < 400
+    assert "orphan-1" not in engine._cancels  # nothing of the orphaned stream is kept
     _, nxt, _ = await collect(engine, GenerationRequest(PROMPT, max_tokens=3))
     assert nxt.finish_reason in ("length", "stop")
 

@@ -559,6 +559,7 @@ class LlamaCppEngine:
                 loop.call_soon_threadsafe(queue.put_nowait, item)
             except RuntimeError:  # the loop closed under the stream (its program ended): nobody listens, stop
                 cancel.set()
+                self._cancels.pop(request.id, None)  # the stream's own `finally` will never run
 
         now = time.perf_counter()
         job = _Job(request, cancel, emit, last_stop=now)
