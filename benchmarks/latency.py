@@ -639,7 +639,7 @@ def main() -> int:
         default="",
         help="also run `baseline`: the anchored layout on the server of this commit (a git worktree), in the same run",
     )
-    ap.add_argument("--threads", type=int, default=0, help="engine threads (0: max(1, cores-1))")
+    ap.add_argument("--threads", type=int, default=0, help="decoding threads (0: the `threads` setting's default)")
     ap.add_argument("--model", default="qwen2.5-coder-0.5b", help="bundled model (`model` setting)")
     ap.add_argument("--char-ms", type=float, default=120.0, help="delay between keystrokes")
     ap.add_argument("--word-pause-ms", type=float, default=400.0, help="extra pause after a word")

@@ -72,7 +72,10 @@ class Settings(BaseModel):
         default=0,
         ge=0,
         le=256,
-        description=("CPU threads for the embedded engine's decoding; 0 means max(1, cores - 1)."),
+        description=(
+            "CPU threads for the embedded engine's decoding; 0 means every core for completions and next edits "
+            "(the user waits for them) and max(1, cores - 1) for code actions and background work."
+        ),
     )
     prefill_threads: int = Field(
         default=0,

@@ -257,3 +257,29 @@ async def test_with_cache_reuse_a_prompt_whose_window_slid_moves_the_cached_kv_i
         assert "fib" in text or "return" in text or "if" in text, text  # the moved KV still reads as the code
     finally:
         await eng.close()
+
+
+async def test_interactive_requests_decode_on_every_core_and_the_other_classes_leave_one_free(engine):
+    import os
+
+    import llama_cpp
+    from sparkls.engine.llamacpp import LlamaCppEngine, LlamaCppOptions
+
+    cores = os.cpu_count() or 2
+    default = LlamaCppEngine(LlamaCppOptions())  # threads 0: chosen per request class
+    try:
+        await default.ready()
+        assert f"threads={cores}/{max(1, cores - 1)} " in (await default.health()).detail or cores == 1
+        for priority, want in (
+            (Priority.INTERACTIVE, cores),
+            (Priority.BACKGROUND, max(1, cores - 1)),
+            (Priority.CODE_ACTION, max(1, cores - 1)),
+            (Priority.INTERACTIVE, cores),
+        ):
+            await collect(default, GenerationRequest(PROMPT, max_tokens=2, priority=priority))
+            assert llama_cpp.llama_n_threads(default._ctx.ctx) == want, priority
+            assert llama_cpp.llama_n_threads_batch(default._ctx.ctx) == cores  # prefill: every core, any class
+    finally:
+        await default.close()
+    await collect(engine, GenerationRequest(PROMPT, max_tokens=2, priority=Priority.INTERACTIVE))
+    assert llama_cpp.llama_n_threads(engine._ctx.ctx) == 1  # an explicit `threads` holds for every class

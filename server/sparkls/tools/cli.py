@@ -143,7 +143,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start the server, open a sample file and show real suggestions")
     demo.add_argument("--engine", default="llamacpp", help="engine setting for the demo server")
     demo.add_argument("--file", help="a source file to use instead of the bundled sample (cursors at ⟨N⟩ marks)")
-    demo.add_argument("--threads", type=int, default=0, help="CPU threads (0: max(1, cores-1))")
+    demo.add_argument("--threads", type=int, default=0, help="decoding threads (0: the `threads` default)")
     doctor = sub.add_parser("doctor", help="report engine, model, grammars, threads and what is missing")
     doctor.add_argument(
         "--engine",

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from sparkls.engine.llamacpp import default_threads
+from sparkls.engine.llamacpp import default_interactive_threads, default_threads
 from sparkls.engine.model_files import BUNDLED, DEFAULT_MODEL, ModelUnavailable, cache_dir, ensure_bundled
 from sparkls.text import syntax
 
@@ -110,7 +110,10 @@ def run_doctor(engine: str = "llamacpp", url: str = "", probe: bool = False, mod
                     else ""
                 )
             )
-    print(f"  engine default     llamacpp, threads {default_threads()} (max(1, cores - 1))")
+    print(
+        f"  engine default     llamacpp, decoding threads {default_interactive_threads()} for completions and next"
+        f" edits, {default_threads()} for the rest (cores - 1)"
+    )
     print(f"  model cache        {cache_dir()}")
     _models_report(problems)
     grammars = syntax.available_grammars()
