@@ -23,7 +23,7 @@ and no limit on the lines it changes, scored the same way: the model's own ceili
 pipeline loses is a number.
 
 Usage: python benchmarks/next_eval.py [--models 0.5b,1.5b] [--systems sparkls,baseline,raw] [--baseline-ref REF]
-       [--half reported|tuning] [--limit N] [--threads 1] [--out FILE]
+       [--half reported|tuning] [--limit N] [--threads N] [--out FILE]
 Writes JSON (commit, CPU, cores, date, command) and prints a table.
 """
 
@@ -35,6 +35,7 @@ import contextlib
 import gzip
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -375,9 +376,16 @@ def main() -> int:
     ap.add_argument("--baseline-ref", default="", help="the commit `baseline` runs (a git worktree)")
     ap.add_argument("--half", default="reported", choices=["reported", "tuning", "all"])
     ap.add_argument("--limit", type=int, default=0, help="rows of the half, spread over it (0: all)")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="decoding threads for every system (0: every core, sparkls' default for next edits; an older baseline "
+        "server gets the same threads, not its own default)",
+    )
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    args.threads = args.threads or os.cpu_count() or 1
     if not DATA.exists():
         raise SystemExit(f"{DATA} is missing")
     systems = args.systems.split(",")

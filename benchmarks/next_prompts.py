@@ -316,7 +316,7 @@ def main() -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--models", default="0.5b")
     ap.add_argument("--limit", type=int, default=24)
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=0, help="decoding threads (0: the engine's default)")
     ap.add_argument("--out", default="")
     ap.add_argument("--rescore", default="", help="a results file: its gate grid again, no model run")
     args = ap.parse_args()
