@@ -8,24 +8,24 @@ row's prompts are cold (a new frame), so times here are cold times; `next_eval.p
 
 Variants:
 - `diff`: the server's prompt (`sparkls.edit.nextedit`): the file before the recent edits, the edits as a
-  unified diff oldest first, a hunk header at the cursor with two context lines and the cursor's line as
-  removed; the model writes only the changed lines; parsed by `nextedit.parse`. Per changed line the lowest
-  token probability is kept, for the confidence gate's precision/coverage curve.
-- `diff-ctx1`, `diff-ctx0`: the same with one or no context line above the cursor's line (fewer new tokens per
-  prediction, so a faster warm one; timing it warm means changing `nextedit.CONTEXT_LINES` and `next_eval.py`).
+  unified diff oldest first, a hunk header at the cursor with `nextedit.CONTEXT_LINES` context lines (0) and the
+  cursor's line as removed; the model writes only the changed lines; parsed by `nextedit.parse`. Per changed line
+  the lowest token probability is kept, for the confidence gate's precision/coverage curve.
+- `diff-ctx2`, `diff-ctx1`, `diff-ctx0`: the same with two, one or no context lines above the cursor's line (two
+  until decision 0013: `results/next_prompts_tuning_all_diff_0.5b.json` ran them as `diff`; `_ctx0_0.5b.json`).
 - `diff-unforced`: the same without the cursor's line removed in the prompt (the model may go on with context).
 - `diff-chat`: the chat template, the recent edits as unified diffs oldest first, the window with the cursor
   marked, the whole window rewritten (3 lines above the cursor, 8 below).
 The prompt of the server before this change (the whole window rewritten, the recent edits described in words)
 is measured as `baseline` in `next_eval.py`.
 
-The gated variants' (`diff`, `diff-ctx1`, `diff-ctx0`) ungated answers also give the gate's table: per
+The gated variants' (`diff`, `diff-ctx2`, ...) ungated answers also give the gate's table: per
 (nextEditMinConfidence, nextEditRepeatMinConfidence), what the server would show (`generate.choose`: the whole
 change or its longest sure beginning; a change made of the recent edits' changes passes the lower gate).
 `--rescore FILE` prints that table again from a stored run, no model: for the 96-row sample the rule was chosen on,
 and for the rest of the tuning half.
 
-Usage: python benchmarks/next_prompts.py [--variants diff,diff-ctx1,diff-ctx0,diff-unforced,diff-chat]
+Usage: python benchmarks/next_prompts.py [--variants diff,diff-ctx2,diff-ctx1,diff-unforced,diff-chat]
        [--models 0.5b] [--limit N] [--out FILE] [--rescore FILE]
 """
 
@@ -176,7 +176,7 @@ async def variant_diff(
 
 
 # The variants whose answers the server's gate reads (`gate_grid`), each with its context lines above the cursor.
-GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx1": 1, "diff-ctx0": 0}
+GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx2": 2, "diff-ctx1": 1, "diff-ctx0": 0}
 VARIANTS = {
     **{name: functools.partial(variant_diff, context_lines=n) for name, n in GATED.items()},
     "diff-unforced": functools.partial(variant_diff, force=False),

@@ -49,7 +49,7 @@ def test_the_prompt_is_the_file_before_the_edits_then_their_diff_then_a_hunk_at_
     assert rest == (
         "--- a/m.py\n+++ b/m.py\n@@ -4,1 +4,1 @@\n-v3 = compute(3)\n+v3 = compute_v2(3)\n"
         "@@ -5,1 +5,1 @@\n-v4 = compute(4)\n+v4 = compute_v2(4)\n"
-        "@@ -4 +4 @@\n v3 = compute_v2(3)\n v4 = compute_v2(4)\n-v5 = compute(5)\n"
+        "@@ -6 +6 @@\n-v5 = compute(5)\n"
     )
     assert p.removed == "-v5 = compute(5)\n"
 
@@ -63,6 +63,16 @@ def test_the_hunk_at_the_cursor_has_as_many_context_lines_as_asked():
         p = nextedit.render(doc, cursor, h, "m.py", context_lines=n)
         assert p.text.endswith("+v3 = compute_v2(3)\n" + hunk)
         assert (p.line, p.context) == (5, 5 - n)
+
+
+def test_at_the_end_of_the_file_the_hunk_shows_the_last_line_so_the_model_can_add_after_it():
+    h = nextedit.History()
+    text = edited(CODE, h, "compute(3)", "compute_v2(3)", 1.0)
+    doc = Document.open("file:///w/m.py", "python", 2, text)
+    p = nextedit.render(doc, len(text), h, "m.py", context_lines=0)  # the line after the last "\n"
+    assert p.text.endswith("@@ -40 +40 @@\n v39 = compute(39)\n") and p.removed == ""
+    got = nextedit.parse(p, "+v40 = compute(40)\n ")
+    assert got is not None and (got.first, got.last, got.added) == (40, 40, ["v40 = compute(40)\n"])
 
 
 def test_a_new_edit_near_the_last_prediction_appends_to_its_prompt():

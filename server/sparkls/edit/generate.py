@@ -166,7 +166,6 @@ async def predict(
             priority=priority,
             id=rid,
             logprobs=True,
-            speculate=True,  # the added lines mostly copy the removed ones just above them in the prompt
         ),
         p.removed,
         settings.next_edit_min_confidence,

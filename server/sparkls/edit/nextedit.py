@@ -6,7 +6,7 @@ word is one hunk, not eight).
 
 The prompt is a unified diff for the model to continue (no chat template): the file as it was before the recent
 edits (an excerpt around the cursor: the `EditFrame`), then those edits as a diff, oldest first, then a hunk header
-at the cursor with the two lines above it as context and the cursor's line as removed. The model writes only what
+at the cursor with the cursor's line as removed (no context lines: decision 0013). The model writes only what
 changes: more `-` lines, then the `+` lines that replace them (the cursor's line again first when it only inserts
 below it); it stops when it goes back to context. The frame stays while the user edits near it, so consecutive
 predictions are one prompt that grows by appending each new edit: the engine reuses the KV of all the rest. The
@@ -89,7 +89,7 @@ class History:
 PRIOR_HUNKS = 3  # edits already in the document when a frame begins, shown as its diff's first hunks
 MAX_HUNKS = 12  # a frame's diff shows at most this many; one more starts a new frame
 MAX_DIFF_CHARS = 3000
-CONTEXT_LINES = 2  # unchanged lines above the cursor in the hunk the model continues
+CONTEXT_LINES = 0  # unchanged lines above the cursor in the hunk the model continues (decision 0013)
 # No stop strings beyond the end of text: the first character of the line after the change ends the request
 # (`finished`), so its probability, the decision to stop, is seen.
 STOPS = ("<|endoftext|>",)
@@ -182,7 +182,9 @@ def render(
     """The prompt for the next edit at the cursor's line (see the module's docstring)."""
     line = doc.text.count("\n", 0, cursor)
     f = frame_for(doc, line, history, path, above, below, frame)
-    context = max(0, line - context_lines)
+    # Past the last line (a file's end) the hunk shows that line as context: the model needs one line to add after.
+    last = doc.text.count("\n") - (1 if doc.text.endswith("\n") else 0)
+    context = max(0, min(line - context_lines, last))
     s, e = line_start(doc.text, context), line_start(doc.text, line + max_lines + 1)
     masked, secrets = redact.mask(doc.text, s, e)
     lines = masked.split("\n")
