@@ -35,7 +35,6 @@ import contextlib
 import gzip
 import hashlib
 import json
-import os
 import re
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from typing import Any
 
 from lsprotocol import types
 from sparkls.edit import diff, nextedit
+from sparkls.engine.llamacpp import default_interactive_threads
 from sparkls.settings import Settings
 from sparkls.text.document import Document, file_name
 from sparkls.text.positions import LineIndex
@@ -385,7 +385,7 @@ def main() -> int:
     )
     ap.add_argument("--out", default="")
     args = ap.parse_args()
-    args.threads = args.threads or os.cpu_count() or 1
+    args.threads = args.threads or default_interactive_threads()
     if not DATA.exists():
         raise SystemExit(f"{DATA} is missing")
     systems = args.systems.split(",")

@@ -11,8 +11,8 @@ Variants:
   unified diff oldest first, a hunk header at the cursor with `nextedit.CONTEXT_LINES` context lines (0) and the
   cursor's line as removed; the model writes only the changed lines; parsed by `nextedit.parse`. Per changed line
   the lowest token probability is kept, for the confidence gate's precision/coverage curve.
-- `diff-ctx2`, `diff-ctx1`, `diff-ctx0`: the same with two, one or no context lines above the cursor's line (two
-  until decision 0013: `results/next_prompts_tuning_all_diff_0.5b.json` ran them as `diff`; `_ctx0_0.5b.json`).
+- `diff-ctx2`, `diff-ctx1`: the same with two or one context lines above the cursor's line (two until decision
+  0013: `results/next_prompts_tuning_all_diff_0.5b.json` ran that as `diff`; `_ctx0_0.5b.json` ran today's).
 - `diff-unforced`: the same without the cursor's line removed in the prompt (the model may go on with context).
 - `diff-chat`: the chat template, the recent edits as unified diffs oldest first, the window with the cursor
   marked, the whole window rewritten (3 lines above the cursor, 8 below).
@@ -176,7 +176,7 @@ async def variant_diff(
 
 
 # The variants whose answers the server's gate reads (`gate_grid`), each with its context lines above the cursor.
-GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx2": 2, "diff-ctx1": 1, "diff-ctx0": 0}
+GATED = {"diff": nextedit.CONTEXT_LINES, "diff-ctx2": 2, "diff-ctx1": 1}  # `diff` is the no-context prompt
 VARIANTS = {
     **{name: functools.partial(variant_diff, context_lines=n) for name, n in GATED.items()},
     "diff-unforced": functools.partial(variant_diff, force=False),
@@ -297,7 +297,7 @@ def rescore(path: Path) -> int:
     data = {r["id"]: r for r in load("tuning", None)}
     sample = {r["id"] for r in load("tuning", 96)}
     for r in d["results"]:
-        if r["variant"] not in GATED:
+        if "context_lines" not in r and r["variant"] != "diff":  # a gated variant's answers, any file's name
             continue
         parts = {
             "96-row sample": [x for x in r["rows"] if x["id"] in sample],
