@@ -67,9 +67,6 @@ class GenerationRequest:
     warm: bool = False  # a warm-up: compute the prompt's KV for a request expected soon; its output is not used
     # (llama.cpp prefills it into the interactive sequence after all other work and drops it when any arrives)
     logprobs: bool = False  # report each Delta's log-probability (engines that cannot leave it None)
-    # Prompt-lookup drafts for this request: None follows the engine's `speculation`; an engine that sets it
-    # once for all requests (vLLM) ignores it. Greedy either way: it changes the speed, never the text.
-    speculate: bool | None = None
     id: str = field(default_factory=new_request_id)
 
 

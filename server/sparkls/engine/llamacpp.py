@@ -470,8 +470,7 @@ class LlamaCppEngine:
         ("length"), or the job stops between tokens (None: aborted or paused)."""
         req = job.req
         vocab = self._llm._model.vocab
-        speculate = self.options.speculation == "ngram" if req.speculate is None else req.speculate
-        drafter = LookupDrafter(k_max=self.options.speculative_tokens) if speculate else None
+        drafter = LookupDrafter(k_max=self.options.speculative_tokens) if self.options.speculation == "ngram" else None
         for tok in self._decode(seq, tokens, job, drafter):
             if job.generated == 0:
                 job.t_first = time.perf_counter()
